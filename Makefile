@@ -1,0 +1,41 @@
+# torchconform's two entry points (see README.md):
+#   make demo   the main job on the embedded defaults (reference device, SQLite, generated site)
+#   make test   the whole test suite
+# Both create or refresh the local virtual environment .venv themselves.
+
+PYTHON ?= python3
+VENV   ?= .venv
+# This machine kind has a CPU build of torch on local disk; a bare `torch`
+# requirement would pull a multi-GB CUDA build.  Override to test other torches.
+TORCH_SPEC ?= torch==2.13.0
+EXTRAS ?= dev,postgres
+PYTEST_ARGS ?= -n 2
+
+BIN := $(VENV)/bin
+
+.PHONY: venv demo test services clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	touch $@
+
+venv: $(VENV)/.installed
+
+demo: venv
+	$(BIN)/torchconform demo
+
+# Installs what the tests need from Debian/PyPI (PostgreSQL, Chromium) when it
+# is missing; each tests/services/*.sh handles one service.
+services: venv
+	@for s in tests/services/*.sh; do [ -f "$$s" ] && VENV=$(VENV) bash "$$s" || exit 1; done
+
+test: services
+	$(BIN)/python -m pytest $(PYTEST_ARGS) $(ARGS)
+
+clean:
+	rm -rf $(VENV) site torchconform.db torchconform.db-wal torchconform.db-shm

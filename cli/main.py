@@ -1,0 +1,50 @@
+"""Entry point: discover ``cmd_*`` modules, parse, dispatch, turn UserError into one line."""
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from torchconform import __version__
+from torchconform.config import mask_password
+from torchconform.errors import UserError
+
+PROG = "torchconform"
+
+
+def _command_modules():
+    import torchconform.cli as package
+
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if info.name.startswith("cmd_"):
+            yield importlib.import_module(f"{package.__name__}.{info.name}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Conformance and CI test suites for PyTorch device backends.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module in _command_modules():
+        module.register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.func(args)
+    except UserError as exc:
+        print(f"{PROG}: error: {mask_password(exc)}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The seed's breakdown of one build, computed from outcome records.
+
+``torchconform run --json``, ``torchconform summary --json`` and the gate all
+speak this one shape, so it is defined once here:
+
+    {"build": str, "total": int,
+     "outcomes": {outcome: count},            # every outcome key present, zeros included
+     "backend_skip_kinds": {kind: count},     # every kind key present
+     "missing_ops": [{"op": str, "tests": int}, ...]}   # most tests blocked first, then by name
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable
+
+from torchconform.collectors.outcome import (
+    BACKEND_SKIP_KINDS, CRASH, ERROR, FAIL, MISSING_OP, OUTCOMES, PASS, PASS_FALLBACK,
+    SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, XPASS, Outcome,
+)
+
+
+def make_breakdown(build: str, outcome_counts: dict, kind_counts: dict, missing_op_counts: dict) -> dict:
+    """Assemble the breakdown from counts (the store's SQL path calls this too)."""
+    missing = sorted(missing_op_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return {
+        "build": build,
+        "total": int(sum(outcome_counts.values())),
+        "outcomes": {o: int(outcome_counts.get(o, 0)) for o in OUTCOMES},
+        "backend_skip_kinds": {k: int(kind_counts.get(k, 0)) for k in BACKEND_SKIP_KINDS},
+        "missing_ops": [{"op": op, "tests": int(n)} for op, n in missing],
+    }
+
+
+def breakdown(build: str, outcomes: Iterable[Outcome]) -> dict:
+    outcome_counts, kind_counts, missing = Counter(), Counter(), Counter()
+    for o in outcomes:
+        outcome_counts[o.outcome] += 1
+        if o.outcome == SKIP_BACKEND:
+            kind_counts[o.kind] += 1
+            if o.kind == MISSING_OP and o.missing_op:
+                missing[o.missing_op] += 1
+    return make_breakdown(build, outcome_counts, kind_counts, missing)
+
+
+def format_breakdown(b: dict, top: int = 10) -> str:
+    """Human-readable breakdown, in the words of the seed article."""
+    o = b["outcomes"]
+    passed = o[PASS] + o[PASS_FALLBACK]
+    failed = o[FAIL] + o[ERROR] + o[CRASH] + o[TIMEOUT]
+    backend = o[SKIP_BACKEND]
+    skipped = o[SKIP_ELIGIBILITY] + backend
+    lines = [
+        f"build {b['build']}: {b['total']} outcomes",
+        f"  passed   {passed:>8}   (natively {o[PASS]}, through CPU fallback {o[PASS_FALLBACK]})",
+        f"  failed   {failed:>8}   (fail {o[FAIL]}, error {o[ERROR]}, crash {o[CRASH]}, timeout {o[TIMEOUT]})",
+        f"  skipped  {skipped:>8}",
+        f"    PyTorch eligibility  {o[SKIP_ELIGIBILITY]:>8}",
+        f"    backend-specific     {backend:>8}",
+    ]
+    for kind in BACKEND_SKIP_KINDS:
+        lines.append(f"      {kind:<18} {b['backend_skip_kinds'][kind]:>8}")
+    lines.append(f"  expected failures {o[XFAIL]}, unexpected passes {o[XPASS]}")
+    if b["missing_ops"]:
+        lines.append(f"  top missing operators (tests blocked):")
+        for row in b["missing_ops"][:top]:
+            lines.append(f"    {row['tests']:>7}  {row['op']}")
+    return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""The outcome record: the contract between every part of torchconform.
+
+The pytest plugin produces these, ``ingest`` builds them from JUnit XML, the
+store persists them, the gate and the dashboard read them back.  Field names
+match ``docs/classification.md`` and the ``tests``/``results`` tables.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+# Every collected test ends as exactly one of these.
+PASS = "pass"
+PASS_FALLBACK = "pass_fallback"
+FAIL = "fail"
+ERROR = "error"
+CRASH = "crash"
+TIMEOUT = "timeout"
+SKIP_ELIGIBILITY = "skip_eligibility"
+SKIP_BACKEND = "skip_backend"
+XFAIL = "xfail"
+XPASS = "xpass"
+
+OUTCOMES = (
+    PASS, PASS_FALLBACK, FAIL, ERROR, CRASH, TIMEOUT,
+    SKIP_ELIGIBILITY, SKIP_BACKEND, XFAIL, XPASS,
+)
+
+# Kinds of backend skip (``kind`` is set only when outcome == skip_backend).
+MISSING_OP = "missing_op"
+SKIPLIST = "skiplist"
+UNSUPPORTED_DTYPE = "unsupported_dtype"
+NOT_EXECUTED = "not_executed"
+
+BACKEND_SKIP_KINDS = (MISSING_OP, SKIPLIST, UNSUPPORTED_DTYPE, NOT_EXECUTED)
+
+PASSED = frozenset({PASS, PASS_FALLBACK})
+FAILED = frozenset({FAIL, ERROR, CRASH, TIMEOUT})
+SKIPPED = frozenset({SKIP_ELIGIBILITY, SKIP_BACKEND})
+
+# Messages are bounded so that one pathological test cannot bloat the store.
+MESSAGE_LIMIT = 500
+
+
+def bound_message(text: str | None, limit: int = MESSAGE_LIMIT) -> str:
+    """First non-empty line of ``text``, cut to ``limit`` characters."""
+    if not text:
+        return ""
+    for line in str(text).splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "\u2026"
+    return ""
+
+
+@dataclass
+class Outcome:
+    test_id: str
+    outcome: str
+    suite: str = ""
+    file: str = ""
+    cls: str = ""
+    name: str = ""
+    op: str = ""
+    variant: str = ""
+    dtype: str = ""
+    device: str = ""
+    kind: str = ""
+    missing_op: str = ""
+    fallback_ops: list[str] = field(default_factory=list)
+    skiplist_entry: str = ""
+    duration: float = 0.0
+    message: str = ""
+    repro: str = ""
+    attempt: int = 1
+
+    def __post_init__(self):
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {self.outcome!r}; expected one of {', '.join(OUTCOMES)}")
+        if self.outcome == SKIP_BACKEND and self.kind not in BACKEND_SKIP_KINDS:
+            raise ValueError(f"skip_backend needs a kind from {', '.join(BACKEND_SKIP_KINDS)}, got {self.kind!r}")
+        if self.outcome != SKIP_BACKEND and self.kind:
+            raise ValueError(f"kind {self.kind!r} is only meaningful for skip_backend, not {self.outcome}")
+        self.message = bound_message(self.message)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Outcome":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

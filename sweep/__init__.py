@@ -1,0 +1,1 @@
+"""The nightly sweep: sharded, resumable, crash-proof runs; one module per engine."""

@@ -1,0 +1,5 @@
+import sys
+
+from torchconform.cli.main import main
+
+sys.exit(main())

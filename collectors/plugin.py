@@ -1,1 +1,103 @@
-"""pytest plugin entry point (registered as ``pytest11``); filled in by the runner."""
+"""torchconform's pytest plugin (entry point ``pytest11``): options and hook wiring.
+
+Completely inert unless ``--tc-device`` (or ``TORCHCONFORM_DEVICE`` or the
+``tc_device`` ini key) is given: it then sets the device up before any test
+module is imported, classifies every test on the process that runs it
+(:mod:`.worker`), assembles ``Outcome`` records on the controller
+(:mod:`.controller`) and hands them to the sinks through :mod:`.hooks`.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# option dest -> (flag, env var, help)
+OPTIONS = {
+    "tc_device": ("--tc-device", "TORCHCONFORM_DEVICE", "device under test (refdev, neuron, cuda, cpu, any PrivateUse1 name); enables torchconform"),
+    "tc_backend_module": ("--tc-backend-module", "TORCHCONFORM_BACKEND_MODULE", "module whose import registers the backend (default: the profile's)"),
+    "tc_profile": ("--tc-profile", "TORCHCONFORM_PROFILE", "backend profile name or path to a profile.yaml (default: the device name)"),
+    "tc_build": ("--tc-build", "TORCHCONFORM_BUILD", "build name the results belong to (default <device>-<profile>-<UTC time>)"),
+    "tc_junit": ("--tc-junit", "TORCHCONFORM_JUNIT", "write JUnit XML with torchconform properties to this path"),
+    "tc_jsonl": ("--tc-jsonl", "TORCHCONFORM_JSONL", "append outcome records as JSON lines to this path"),
+    "tc_db": ("--tc-db", "TORCHCONFORM_DB", "stream outcomes into this results store (path or SQLAlchemy URL)"),
+    "tc_timeout": ("--tc-timeout", "TORCHCONFORM_TIMEOUT", "per-test timeout in seconds (0: none); recorded as timeout"),
+    "tc_suite": ("--tc-suite", "TORCHCONFORM_SUITE", "suite name recorded with each outcome (default: from the test paths)"),
+    "tc_selection": ("--tc-selection", "TORCHCONFORM_SELECTION", "selection of a torchconform suite (quick, full)"),
+    "tc_ops": ("--tc-ops", "TORCHCONFORM_OPS", "comma-separated OpInfo names to restrict torchconform suites to"),
+    "tc_shard": ("--tc-shard", "TORCHCONFORM_SHARD", "shard label recorded with the run (e.g. 1/4)"),
+}
+
+
+def pytest_addhooks(pluginmanager):
+    from torchconform.collectors import hooks
+    pluginmanager.add_hookspecs(hooks)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("torchconform", "torchconform conformance runner")
+    for dest, (flag, env, help_text) in OPTIONS.items():
+        group.addoption(flag, dest=dest, default=None, help=f"{help_text} [env {env}, ini {dest}]")
+        parser.addini(dest, help=help_text, default=None)
+
+
+def option(config, dest: str, namespace=None):
+    """Command line, then environment, then ini."""
+    ns = namespace if namespace is not None else config.option
+    value = getattr(ns, dest, None)
+    if value in (None, ""):
+        value = os.environ.get(OPTIONS[dest][1]) or None
+    if value in (None, ""):
+        try:
+            value = config.getini(dest) or None
+        except (ValueError, KeyError):
+            value = None
+    return value
+
+
+def enabled(config, namespace=None) -> bool:
+    return bool(option(config, "tc_device", namespace))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    ns = early_config.known_args_namespace
+    if not enabled(early_config, ns):
+        return
+    from torchconform.collectors.settings import settings_from
+    from torchconform.collectors.device import setup_device
+    from torchconform.errors import UserError
+
+    try:
+        settings = settings_from(early_config, ns)
+        # Suites read these at import time (before instantiating tests).
+        for dest, env in (("tc_ops", "TORCHCONFORM_OPS"), ("tc_selection", "TORCHCONFORM_SELECTION")):
+            if getattr(settings, dest.replace("tc_", "")):
+                os.environ[env] = getattr(settings, dest.replace("tc_", ""))
+        os.environ["TORCHCONFORM_DEVICE"] = settings.device
+        os.environ["TORCHCONFORM_PROFILE"] = settings.profile.path
+        setup_device(settings.device, settings.profile, settings.backend_module)
+    except UserError as exc:
+        raise pytest.UsageError(f"torchconform: {exc}") from None
+    early_config.stash[SETTINGS_KEY] = settings
+
+
+SETTINGS_KEY = pytest.StashKey()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    settings = config.stash.get(SETTINGS_KEY, None)
+    if settings is None:
+        if not enabled(config):
+            return
+        # Options came from somewhere the early hook could not see (rare): set up now.
+        pytest_load_initial_conftests(config, None, [])
+        settings = config.stash[SETTINGS_KEY]
+    from torchconform.collectors.worker import WorkerPlugin
+
+    config.pluginmanager.register(WorkerPlugin(config, settings), "torchconform-worker")
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        from torchconform.collectors.controller import ControllerPlugin
+
+        config.pluginmanager.register(ControllerPlugin(config, settings), "torchconform-controller")

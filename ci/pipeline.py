@@ -1,0 +1,143 @@
+"""The gate end to end over a store: resolve the baseline, evaluate the rules,
+confirm flaky tests, evaluate again, render the report.
+
+``cli/cmd_gate.py`` is a thin layer over :func:`gate_build`; tests call it too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torchconform.ci import flaky as flaky_mod
+from torchconform.ci.config import GateConfig, default_config
+from torchconform.ci.gate import GateResult, evaluate, index, rerun_candidates
+from torchconform.ci.report import junit_xml, markdown
+from torchconform.collectors.breakdown import breakdown
+from torchconform.collectors.outcome import Outcome
+from torchconform.errors import UserError
+
+
+@dataclass
+class GateRun:
+    result: GateResult
+    baseline: str | None
+    markdown: str
+    junit: str
+    notes: list[str] = field(default_factory=list)
+    confirmations: list = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.result.passed else 1
+
+
+def resolve_baseline(store, build: str, spec: str) -> str | None:
+    """``latest`` / ``latest:BRANCH`` / a build name -> a build name (None: no candidate).
+
+    ``latest`` is the newest *other* build on the same device created no later
+    than ``build``, whose runs all completed (a killed baseline would hide
+    missing tests); ``latest:BRANCH`` also requires that branch.
+    """
+    from torchconform.db import queries
+
+    spec = (spec or "latest").strip()
+    if spec != "latest" and not spec.startswith("latest:"):
+        store.build_row(spec)  # UserError naming `torchconform builds` when unknown
+        if spec == build:
+            raise UserError(f"--baseline {spec!r} is the build being gated; pass an earlier build or 'latest'")
+        return spec
+    branch = spec.split(":", 1)[1] if ":" in spec else ""
+    if spec.startswith("latest:") and not branch:
+        raise UserError("--baseline latest: names no branch; use latest, latest:BRANCH or a build name")
+    new = queries.build_info(store, build)
+    candidates = [b for b in queries.list_builds(store)
+                  if b["name"] != build and b["complete"]
+                  and (not branch or b["branch"] == branch)
+                  and (not new["device"] or b["device"] == new["device"])
+                  and (b["created"] or "") <= (new["created"] or "")]
+    return candidates[-1]["name"] if candidates else None
+
+
+def load_records(store, build: str) -> dict[str, dict]:
+    from torchconform.db import queries
+
+    return index(queries.iter_outcomes(store, build))
+
+
+def gate_build(store, build: str, baseline: str = "latest", config: GateConfig | None = None,
+               reruns: int | None = None, rerun_cwd: str | None = None, allow_no_baseline: bool = False,
+               branch: str = "", confirm=None) -> GateRun:
+    """Gate ``build`` against ``baseline``; ``confirm`` replaces the rerun step (tests).
+
+    ``branch``: the branch the build came from, recorded on it when it has none
+    yet, so that the next build's ``latest:BRANCH`` finds it.
+    """
+    from torchconform.db import queries
+
+    config = config or default_config()
+    info = queries.build_info(store, build)          # UserError if unknown
+    base = resolve_baseline(store, build, baseline)
+    if base is None and not allow_no_baseline:
+        raise UserError(f"no baseline for build {build!r} ({baseline}: no earlier complete build on device "
+                        f"{info['device'] or '?'}); pass --baseline NAME, or --allow-no-baseline for a first build")
+    # Input checked: from here on the gate may write (branch, rerun attempts).
+    if branch and not info["branch"]:
+        store.ensure_build(build, append=True, branch=branch)   # fills blank columns only
+        info["branch"] = branch
+    notes: list[str] = []
+    if not info["complete"]:
+        notes.append(f"Build `{build}` has runs that did not finish; missing tests may follow.")
+    if base is None:
+        notes.append(f"No baseline found for `{baseline}`: first build, nothing to compare; the gate passes.")
+        new = load_records(store, build)
+        result = evaluate({}, new, _all_off(config), old_name="(none)", new_name=build)
+        for r in result.rules:
+            r.detail = "no baseline"
+        return _render(result, None, {}, new, info, config, notes, [])
+    old = load_records(store, base)
+    new = load_records(store, build)
+    if not new:
+        notes.append(f"Build `{build}` has no stored outcomes.")
+
+    reruns = config.flaky["reruns"] if reruns is None else reruns
+    known_flaky = flaky_mod.stored_flaky(store, build)
+    result = evaluate(old, new, config, flaky=known_flaky.values(), old_name=base, new_name=build)
+    confirmations = []
+    candidates = [t for t in rerun_candidates(result) if t not in known_flaky]
+    if candidates and reruns > 0:
+        limit = config.flaky["max_tests"]
+        if len(candidates) > limit:
+            notes.append(f"{len(candidates)} failing tests; only the first {limit} were rerun for flaky "
+                         f"confirmation (flaky.max_tests).")
+            candidates = candidates[:limit]
+        records = [new[t] for t in candidates]
+        if confirm is None:
+            confirmations = flaky_mod.confirm_and_store(store, build, records, reruns, device=info["device"],
+                                                        profile=info["profile"], timeout=config.flaky["timeout"],
+                                                        cwd=rerun_cwd)
+        else:
+            confirmations = confirm(records, reruns)
+        flaky = list(known_flaky.values()) + [c.to_dict() for c in confirmations if c.flaky]
+        steady = [c for c in confirmations if not c.flaky]
+        notes.append(f"Reran {len(confirmations)} failing tests {reruns} times each: "
+                     f"{len(confirmations) - len(steady)} flaky, {len(steady)} failed every attempt.")
+        result = evaluate(old, new, config, flaky=flaky, old_name=base, new_name=build)
+    return _render(result, base, old, new, info, config, notes, confirmations)
+
+
+def _all_off(config: GateConfig) -> GateConfig:
+    import copy
+
+    off = copy.deepcopy(config)
+    for rule in off.rules.values():
+        rule.mode = "off"
+    return off
+
+
+def _render(result, base, old, new, info, config, notes, confirmations) -> GateRun:
+    build = result.new
+    old_b = breakdown(base or "(none)", (Outcome.from_dict(r) for r in old.values()))
+    new_b = breakdown(build, (Outcome.from_dict(r) for r in new.values()))
+    limit = config.report["max_items"]
+    text = markdown(result, old_b, new_b, limit=limit, device=info["device"], notes=notes)
+    return GateRun(result=result, baseline=base, markdown=text, junit=junit_xml(result, limit=limit),
+                   notes=notes, confirmations=confirmations)

@@ -1,0 +1,225 @@
+"""What the gate tells people: a Markdown summary and a JUnit file of its verdicts.
+
+The Markdown goes to ``--summary PATH`` and, when ``$GITHUB_STEP_SUMMARY`` is set,
+is appended there (GitHub renders it on the run page).  The JUnit file has one
+test case per rule (failure / skipped / passed) plus one per flaky test, for CI
+systems that render JUnit but not Markdown.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import xml.etree.ElementTree as ET
+
+from torchconform.ci.gate import GateResult, regressions_by_operator
+from torchconform.collectors.breakdown import format_breakdown
+from torchconform.collectors.outcome import OUTCOMES, BACKEND_SKIP_KINDS
+
+STATUS_MARK = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "off": "off"}
+RULE_TITLES = {
+    "regression": "Regressions",
+    "new_missing_op": "New missing operators",
+    "coverage_drop": "Coverage drop",
+    "new_test_failing": "New tests failing",
+    "fallback_creep": "Fallback creep",
+    "stale_expectations": "Stale expectations (xpass)",
+    "missing_tests": "Missing tests",
+}
+
+
+MESSAGE_CHARS = 160
+
+
+def _md(text) -> str:
+    """Make a value safe inside a Markdown table cell / inline code."""
+    return str(text).replace("|", "\\|").replace("\n", " ").replace("`", "'")
+
+
+def _short(text: str, limit: int = MESSAGE_CHARS) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _more(n_total: int, shown: int) -> list[str]:
+    return [f"- ... and {n_total - shown} more"] if n_total > shown else []
+
+
+def repro_for(f: dict, device: str = "") -> str:
+    """The finding's repro command: the runner's own when it recorded one."""
+    if f.get("repro"):
+        return f["repro"]
+    cmd = f"python -m pytest {shlex.quote(f['test_id'])}"
+    return cmd + (f" --tc-device {shlex.quote(device)}" if device else "")
+
+
+def _delta_table(old_b: dict, new_b: dict) -> list[str]:
+    lines = ["| outcome | baseline | build | delta |", "|---|---:|---:|---:|"]
+    rows = [("total", old_b["total"], new_b["total"])]
+    rows += [(o, old_b["outcomes"][o], new_b["outcomes"][o]) for o in OUTCOMES]
+    rows += [(f"skip_backend/{k}", old_b["backend_skip_kinds"][k], new_b["backend_skip_kinds"][k])
+             for k in BACKEND_SKIP_KINDS]
+    for name, a, b in rows:
+        if name != "total" and a == 0 and b == 0:
+            continue
+        lines.append(f"| {name} | {a} | {b} | {b - a:+d} |")
+    return lines
+
+
+def markdown(result: GateResult, old_breakdown: dict, new_breakdown: dict, limit: int = 50,
+             device: str = "", notes: list[str] | None = None) -> str:
+    verdict = "PASSED" if result.passed else "FAILED"
+    out = [f"# torchconform gate: {verdict}", "",
+           f"Build `{_md(result.new)}` against baseline `{_md(result.old)}`.", ""]
+    for note in notes or ():
+        out += [f"> {note}", ""]
+
+    out += ["## Rules", "", "| rule | mode | result | detail |", "|---|---|---|---|"]
+    for r in result.rules:
+        out.append(f"| {r.rule} | {r.mode} | {STATUS_MARK[r.status]} | {_md(r.detail)} |")
+    out.append("")
+
+    out += ["## Breakdown", "", "```", format_breakdown(new_breakdown), "```", "",
+            "### Delta against the baseline", ""] + _delta_table(old_breakdown, new_breakdown) + [""]
+
+    groups = regressions_by_operator(result)
+    if groups:
+        n = sum(len(v) for v in groups.values())
+        out += [f"## Regressions by operator ({n} tests)", ""]
+        shown = 0
+        for op, findings in groups.items():
+            out.append(f"### `{_md(op)}` ({len(findings)} tests)")
+            for f in findings:
+                if shown >= limit:
+                    break
+                msg = f": {_md(_short(f['message']))}" if f.get("message") else ""
+                out.append(f"- `{_md(f['test_id'])}`: {f['old']} -> {f['new']}{msg}")
+                shown += 1
+            out.append("")
+        out += _more(n, shown)
+
+    new_ops = result.rule("new_missing_op").findings
+    if new_ops:
+        out += ["## New missing operators", "", "| operator | tests blocked | of which passed in the baseline |",
+                "|---|---:|---:|"]
+        out += [f"| `{_md(f['operator'])}` | {f['tests']} | {f['was_passing']} |" for f in new_ops[:limit]]
+        out += _more(len(new_ops), limit) + [""]
+
+    creep = result.rule("fallback_creep").findings
+    if creep:
+        out += [f"## Fallback creep ({len(creep)} tests now pass only through CPU fallback)", "",
+                "| test | operators on CPU fallback |", "|---|---|"]
+        out += [f"| `{_md(f['test_id'])}` | {', '.join(f'`{_md(o)}`' for o in f['fallback_ops']) or '?'} |"
+                for f in creep[:limit]]
+        out += _more(len(creep), limit) + [""]
+
+    for name in ("new_test_failing", "stale_expectations", "missing_tests"):
+        r = result.rule(name)
+        if not r.findings:
+            continue
+        out += [f"## {RULE_TITLES[name]} ({len(r.findings)})", ""]
+        out += [f"- `{_md(f['test_id'])}`: {f['old']} -> {f['new']}" for f in r.findings[:limit]]
+        out += _more(len(r.findings), limit) + [""]
+
+    if result.flaky:
+        out += [f"## Flaky tests ({len(result.flaky)}, not failing the gate)", "",
+                "| test | attempts |", "|---|---|"]
+        for f in result.flaky[:limit]:
+            attempts = ", ".join(f"{a['attempt']}: {a['outcome']}" for a in f["attempts"])
+            out.append(f"| `{_md(f['test_id'])}` | {_md(attempts)} |")
+        out += _more(len(result.flaky), limit) + [""]
+
+    fx = result.fixes or {}
+    if any(fx.get(k) for k in ("tests", "now_native", "ops_implemented")):
+        out += ["## Fixes", ""]
+        if fx.get("ops_implemented"):
+            out.append("Operators no longer missing: " +
+                       ", ".join(f"`{_md(o['operator'])}` ({o['tests']} tests)" for o in fx["ops_implemented"][:limit]))
+            out.append("")
+        if fx.get("tests"):
+            out.append(f"{len(fx['tests'])} tests fixed:")
+            out += [f"- `{_md(f['test_id'])}`: {f['old']} -> {f['new']}" for f in fx["tests"][:limit]]
+            out += _more(len(fx["tests"]), limit) + [""]
+        if fx.get("now_native"):
+            out.append(f"{len(fx['now_native'])} tests back from CPU fallback to native:")
+            out += [f"- `{_md(f['test_id'])}` (was on fallback: {', '.join(f['fallback_ops']) or '?'})"
+                    for f in fx["now_native"][:limit]]
+            out += _more(len(fx["now_native"]), limit) + [""]
+
+    failing = failing_findings(result)
+    if failing:
+        out += ["## Repro commands", "", "One per failing test:", "", "```sh"]
+        out += [repro_for(f, device) for f in failing[:limit]]
+        out += ["```"]
+        if len(failing) > limit:
+            out.append(f"... and {len(failing) - limit} more")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def failing_findings(result: GateResult) -> list[dict]:
+    """Findings that make the gate fail and name a test that was run (one repro each)."""
+    seen, out = set(), []
+    for r in result.rules:
+        if r.status != "fail" or r.rule in ("missing_tests", "coverage_drop", "new_missing_op"):
+            continue
+        for f in r.findings:
+            if f.get("test_id") and f["test_id"] not in seen:
+                seen.add(f["test_id"])
+                out.append(f)
+    return out
+
+
+def junit_xml(result: GateResult, limit: int = 50) -> str:
+    """One testsuite ``torchconform-gate``: a case per rule, and one per flaky test."""
+    suite = ET.Element("testsuite", name="torchconform-gate")
+    failures = skipped = 0
+    for r in result.rules:
+        case = ET.SubElement(suite, "testcase", classname="torchconform.gate", name=r.rule, time="0")
+        props = ET.SubElement(case, "properties")
+        for key, value in (("mode", r.mode), ("status", r.status), ("count", r.count), ("threshold", r.threshold),
+                           ("build", result.new), ("baseline", result.old)):
+            ET.SubElement(props, "property", name=key, value=str(value))
+        lines = [f"{f.get('test_id') or f.get('operator', '')}: {f.get('old', '')} -> {f.get('new', '')}".rstrip(": ->")
+                 for f in r.findings[:limit]]
+        body = "\n".join([r.detail, *lines])
+        if r.status == "fail":
+            failures += 1
+            ET.SubElement(case, "failure", message=r.detail, type="gate").text = body
+        elif r.status == "off":
+            skipped += 1
+            ET.SubElement(case, "skipped", message="rule is off in the gate config")
+        elif r.status == "warn":
+            ET.SubElement(case, "system-out").text = "WARNING: " + body
+    for f in result.flaky:
+        case = ET.SubElement(suite, "testcase", classname="torchconform.gate.flaky", name=f["test_id"], time="0")
+        attempts = ", ".join(f"{a['attempt']}: {a['outcome']}" for a in f["attempts"])
+        ET.SubElement(case, "system-out").text = f"flaky (not failing the gate); attempts {attempts}"
+    suite.set("tests", str(len(suite)))
+    suite.set("failures", str(failures))
+    suite.set("errors", "0")
+    suite.set("skipped", str(skipped))
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_outputs(text: str, junit: str, summary_path: str | None = None, junit_path: str | None = None,
+                  environ=os.environ) -> list[str]:
+    """Write the Markdown and JUnit where asked; returns the paths written."""
+    written = []
+    if summary_path:
+        with open(summary_path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        written.append(summary_path)
+    step = environ.get("GITHUB_STEP_SUMMARY")
+    if step:
+        # GitHub collects what every step appends to this file.
+        with open(step, "a", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+        written.append(step)
+    if junit_path:
+        with open(junit_path, "w", encoding="utf-8") as fh:
+            fh.write(junit)
+        written.append(junit_path)
+    return written

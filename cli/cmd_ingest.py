@@ -1,0 +1,26 @@
+"""``torchconform ingest FILE... --build NAME [--suite S] [--append]``: load JUnit XML."""
+import shlex
+import socket
+import sys
+
+from torchconform.db.ingest import ingest
+from torchconform.db.store import open_store
+
+
+def _run(args) -> int:
+    with open_store(args.db) as store:
+        result = ingest(store, args.files, args.build, suite=args.suite, append=args.append, profile=args.profile,
+                        command=shlex.join(["torchconform", *sys.argv[1:]]), host=socket.gethostname())
+    print(f"ingested {result['outcomes']} outcomes from {result['files']} file(s) into build {result['build']}")
+    return 0
+
+
+def register(sub):
+    p = sub.add_parser("ingest", help="load JUnit XML reports from any runner into the store")
+    p.add_argument("files", nargs="+", metavar="FILE", help="JUnit XML files")
+    p.add_argument("--build", required=True, help="build name to store them under")
+    p.add_argument("--suite", help="suite name (default: from the file)")
+    p.add_argument("--append", action="store_true", help="add to an existing build instead of refusing")
+    p.add_argument("--profile", help="backend profile whose messages classify untagged outcomes (default: generic)")
+    p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    p.set_defaults(func=_run)

@@ -1,0 +1,158 @@
+"""``torchconform run``: run a suite on a device through pytest and the plugin,
+then print the breakdown (or ``--json``).
+
+pytest runs in a child process (a PrivateUse1 backend can be registered only
+once per process, and a crashing run must not take the CLI down with it); its
+progress goes to stderr so that ``--json`` leaves stdout to the JSON.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+from torchconform.errors import UserError
+
+SUITES = ("ops",)  # built in here; other suites plug in as torchconform.suites.<name>
+
+
+def register(subparsers):
+    p = subparsers.add_parser("run", help="run a suite on a device and classify every outcome",
+                              description="Run a torchconform suite under pytest with the torchconform plugin.")
+    p.add_argument("--suite", default="ops", help="suite to run (default: ops)")
+    p.add_argument("--selection", default="quick", choices=("quick", "full"), help="selection of the suite (default: quick)")
+    p.add_argument("--device", default="refdev", help="device under test (default: refdev)")
+    p.add_argument("--profile", default=None, help="backend profile name or profile.yaml path (default: the device's)")
+    p.add_argument("--refdev-profile", default=None,
+                   help="refdev operator profile (young-backend, full or a YAML path; default $TORCHCONFORM_REFDEV_PROFILE or young-backend)")
+    p.add_argument("--backend-module", default=None, help="module whose import registers the backend")
+    p.add_argument("--build", default=None, help="build name (default <device>-<profile>-<UTC time>)")
+    p.add_argument("-n", "--workers", type=int, default=None,
+                   help="pytest-xdist workers (default: CPU count); 0 runs serially without crash isolation")
+    p.add_argument("--junit", default=None, help="also write JUnit XML here")
+    p.add_argument("--jsonl", default=None, help="outcome records as JSON lines (default .torchconform/runs/<build>.jsonl)")
+    p.add_argument("--db", default=None, help="results store (path or URL; default $TORCHCONFORM_DB or ./torchconform.db)")
+    p.add_argument("--no-db", action="store_true", help="do not store the run in the results store")
+    p.add_argument("--timeout", type=float, default=600.0, help="per-test timeout in seconds (default 600; 0: none)")
+    p.add_argument("--ops", default=None, help="comma-separated OpInfo names to restrict the suite to")
+    p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
+    p.add_argument("--json", action="store_true", help="print the breakdown as JSON")
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    p.set_defaults(func=run_command)
+
+
+def suite_paths(suite: str) -> list[str]:
+    """Test paths of a suite: the folder of ``torchconform.suites.<suite>``."""
+    if not suite.isidentifier():
+        raise UserError(f"unknown suite {suite!r}; use one of {', '.join(known_suites())}")
+    try:
+        module = importlib.import_module(f"torchconform.suites.{suite}")
+    except ImportError:
+        raise UserError(f"unknown suite {suite!r}; use one of {', '.join(known_suites())}")
+    paths = getattr(module, "TEST_PATHS", None)
+    if paths:
+        return [str(p) for p in paths]
+    return [os.path.dirname(os.path.abspath(module.__file__))]
+
+
+def known_suites() -> list[str]:
+    import pkgutil
+    import torchconform.suites as pkg
+    return sorted(i.name for i in pkgutil.iter_modules(pkg.__path__) if i.ispkg)
+
+
+def _profile_label(args) -> str:
+    if args.device == "refdev" and (args.profile in (None, "refdev")):
+        return os.path.splitext(os.path.basename(args.refdev_profile or os.environ.get("TORCHCONFORM_REFDEV_PROFILE")
+                                                 or "young-backend"))[0]
+    return os.path.splitext(os.path.basename(args.profile or args.device))[0]
+
+
+def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
+    from torchconform.skiplists.profile import load_profile
+
+    profile = load_profile(args.profile or args.device)  # fail fast on a bad profile
+    if profile.device != args.device:
+        raise UserError(f"profile {profile.name!r} is for device {profile.device!r}, not {args.device!r}; "
+                        "pick a matching --profile")
+    cmd = [sys.executable, "-m", "pytest", *suite_paths(args.suite), "-p", "no:cacheprovider",
+           "--tc-device", args.device, "--tc-profile", profile.path, "--tc-build", build,
+           "--tc-suite", args.suite, "--tc-selection", args.selection, "--tc-jsonl", jsonl,
+           "--tc-timeout", f"{args.timeout:g}", "-q", "-o", "console_output_style=count",
+           "-W", "ignore::DeprecationWarning", "--rootdir", os.getcwd(), "-o", "addopts="]
+    workers = (os.cpu_count() or 1) if args.workers is None else args.workers
+    if workers < 0:
+        raise UserError(f"-n {workers} is not a worker count; use 0 (serial) or more")
+    if workers:
+        cmd += ["-n", str(workers), "--max-worker-restart", "1000"]
+    if args.backend_module:
+        cmd += ["--tc-backend-module", args.backend_module]
+    if args.junit:
+        cmd += ["--tc-junit", os.path.abspath(args.junit)]
+    if db:
+        cmd += ["--tc-db", db]
+    if args.ops:
+        cmd += ["--tc-ops", args.ops]
+    if args.keyword:
+        cmd += ["-k", args.keyword]
+    return cmd + list(args.pytest_args)
+
+
+def _store_available() -> bool:
+    try:
+        return importlib.util.find_spec("torchconform.db.sink") is not None
+    except ImportError:
+        return False
+
+
+def run_command(args) -> int:
+    from torchconform.collectors.breakdown import breakdown, format_breakdown
+    from torchconform.collectors.settings import default_build_name
+    from torchconform.collectors.sink_jsonl import read_jsonl
+    from torchconform.config import db_url, mask_password
+
+    build = args.build or default_build_name(args.device, _profile_label(args))
+    jsonl = os.path.abspath(args.jsonl or os.path.join(".torchconform", "runs", f"{build}.jsonl"))
+    if os.path.exists(jsonl):
+        raise UserError(f"{jsonl} already exists; pass another --jsonl or --build")
+    db = None
+    if not args.no_db:
+        if _store_available():
+            db = db_url(args.db)
+        else:
+            print("torchconform: results store not available in this installation; outcomes are kept in "
+                  f"{jsonl}", file=sys.stderr)
+    cmd = build_command(args, build, jsonl, db)
+    env = dict(os.environ)
+    if args.refdev_profile:
+        env["TORCHCONFORM_REFDEV_PROFILE"] = args.refdev_profile
+    print(f"torchconform: build {build}: {args.suite}/{args.selection} on {args.device}", file=sys.stderr)
+    usage_error = None
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    try:
+        for line in proc.stdout:
+            sys.stderr.write(line)
+            if line.startswith("ERROR: torchconform: ") and usage_error is None:
+                usage_error = line[len("ERROR: torchconform: "):].strip()
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()  # the plugin turns SIGTERM into an orderly end: finished results are kept
+        proc.wait()
+        raise
+    if usage_error:
+        raise UserError(usage_error)
+    if rc not in (0, 1) and not os.path.exists(jsonl):
+        raise UserError(f"pytest exited with status {rc} before recording anything; rerun with the command: "
+                        f"{mask_password(' '.join(cmd))}")
+    run, outcomes = read_jsonl(jsonl) if os.path.exists(jsonl) else ({}, [])
+    result = breakdown(build, outcomes)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_breakdown(result))
+        print(f"outcome records: {jsonl}" + (f"; stored in {mask_password(db)}" if db else ""))
+    # Test failures are results, not errors of the run; anything else is reported as is.
+    return 0 if rc in (0, 1) else rc

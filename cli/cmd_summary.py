@@ -1,0 +1,32 @@
+"""``torchconform summary --build NAME [--json] [--by suite|file]``: a stored build's breakdown."""
+import json
+
+from torchconform.collectors.breakdown import format_breakdown
+from torchconform.db import queries
+from torchconform.db.store import open_store
+
+
+def _run(args) -> int:
+    with open_store(args.db, create=False) as store:
+        if args.by:
+            result = queries.summary_by(store, args.build, args.by)
+            if args.json:
+                print(json.dumps(result, indent=2))
+            else:
+                for key, b in result.items():
+                    print(f"[{args.by} {key or '(none)'}]")
+                    print(format_breakdown(b, top=args.top))
+            return 0
+        b = queries.summary(store, args.build)
+    print(json.dumps(b, indent=2) if args.json else format_breakdown(b, top=args.top))
+    return 0
+
+
+def register(sub):
+    p = sub.add_parser("summary", help="print the breakdown of a stored build")
+    p.add_argument("--build", required=True, help="build name (see `torchconform builds`)")
+    p.add_argument("--json", action="store_true", help="print the breakdown as JSON (same keys as `run --json`)")
+    p.add_argument("--by", choices=("suite", "file"), help="one breakdown per suite or per test file")
+    p.add_argument("--top", type=int, default=10, help="missing operators to list (default 10)")
+    p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    p.set_defaults(func=_run)

@@ -1,0 +1,99 @@
+"""``torchconform sweep``: the nightly sweep (models: own engines; ops/upstream: pytest)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from torchconform.errors import UserError
+
+SUITE_PATHS = {"ops": "suites/ops", "upstream": "suites/upstream"}
+
+
+def register(subparsers):
+    p = subparsers.add_parser("sweep", help="sweep a suite (model zoo, ops, upstream) into a build, "
+                                            "crash-proof, sharded and resumable")
+    p.add_argument("--suite", choices=("models", "ops", "upstream"), default="models")
+    p.add_argument("--selection", default="quick",
+                   help="quick, full, or (models) a file listing model ids such as hf/bert")
+    p.add_argument("--build", required=True, help="build name the results belong to (shards share it)")
+    p.add_argument("--shards", type=int, default=1, help="number of shards the selection is split into")
+    p.add_argument("--shard", type=int, default=0, help="which shard this machine runs (0-based)")
+    p.add_argument("--engine", choices=("local", "ray"), default="local")
+    p.add_argument("--ray-address", default="", help="Ray cluster address for --engine ray (default: auto)")
+    p.add_argument("--resume", action="store_true", help="skip what the build already has")
+    p.add_argument("--device", default="", help="device type under test (default: the profile's)")
+    p.add_argument("--profile", default="", help="backend profile name or path (default: named like the device)")
+    p.add_argument("--workers", type=int, default=1, help="local worker processes, each pinned to one device")
+    p.add_argument("--db", default=None, help="results store: SQLite path or SQLAlchemy URL")
+    p.add_argument("--variants", default="eval,train,compile", help="models: runs per model (eval,train,compile)")
+    p.add_argument("--compile-backend", default="", help="models: torch.compile backend (default: the profile's)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per model before it is a timeout")
+    p.add_argument("--memory-limit-mb", type=int, default=0,
+                   help="models: address space each worker may grow by (0: no limit)")
+    p.add_argument("--threads", type=int, default=1, help="models: torch threads per worker")
+    p.add_argument("--json", action="store_true", help="print the breakdown as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.engine == "ray" and args.suite != "models":
+        raise UserError(f"--engine ray runs the models suite only; drop --engine ray for --suite {args.suite}")
+    if args.suite == "models":
+        return _models(args)
+    return _pytest_suite(args)
+
+
+def _models(args) -> int:
+    import json
+
+    from torchconform.sweep.driver import SweepOptions, run_sweep
+
+    variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    opts = SweepOptions(build=args.build, selection=args.selection, device=args.device, profile=args.profile,
+                        shards=args.shards, shard=args.shard, engine=args.engine, ray_address=args.ray_address,
+                        resume=args.resume, workers=args.workers, db=args.db, variants=variants,
+                        compile_backend=args.compile_backend, timeout=args.timeout,
+                        memory_limit_mb=args.memory_limit_mb, threads=args.threads,
+                        command=" ".join(["torchconform"] + sys.argv[1:]))
+    report = run_sweep(opts)
+    for note in opts.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.breakdown, indent=2))
+    else:
+        print(_render(report))
+    return 0
+
+
+def _render(report):
+    from torchconform.sweep.driver import render
+
+    return render(report)
+
+
+def _pytest_suite(args) -> int:
+    """ops/upstream: the runner's pytest path, with this shard selected by our plugin."""
+    from torchconform.config import db_url
+    from torchconform.sweep import shards
+
+    shards.check_shard(args.shards, args.shard)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(root, SUITE_PATHS[args.suite])
+    if not os.path.isdir(path):
+        raise UserError(f"suite {args.suite!r} is not installed here ({path} missing); update torchconform")
+    cmd = [sys.executable, "-m", "pytest", path, "-q", "-p", "torchconform.sweep.pytest_shard",
+           "--tc-device", args.device or "refdev", "--tc-build", args.build, "--tc-db", db_url(args.db),
+           "--tc-suite", args.suite, "--tc-selection", args.selection,
+           "--tc-sweep-shards", str(args.shards), "--tc-sweep-shard", str(args.shard)]
+    if args.profile:
+        cmd += ["--tc-profile", args.profile]
+    if args.shards > 1:
+        cmd += ["--tc-shard", f"{args.shard}/{args.shards}"]
+    if args.timeout:
+        cmd += ["--tc-timeout", str(args.timeout)]
+    if args.resume:
+        cmd += ["--tc-sweep-resume"]
+    if args.workers > 1:
+        cmd += ["-n", str(args.workers)]
+    return subprocess.call(cmd)

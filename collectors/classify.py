@@ -1,0 +1,200 @@
+"""The one classifier: live exceptions (the plugin) and rendered text (JUnit ingest).
+
+Both entry points reduce their input to text and apply the same rules, so a
+live run and an ingested JUnit file of the same run agree.  The rules, in order:
+
+1. timeout markers  -> ``timeout``;  worker-crash markers -> ``crash``
+2. torchconform's own skip prefixes -> ``skip_backend`` with that kind
+3. a dispatcher "no kernel for this backend" message anywhere in the chain
+   -> ``skip_backend/missing_op`` naming the first (root) operator
+4. the profile's unsupported-dtype messages -> ``skip_backend/unsupported_dtype``
+5. otherwise by status: skipped -> ``skip_eligibility``, xfailed -> ``xfail``,
+   unexpected success -> ``xpass``, failure -> ``fail``, error -> ``error``.
+
+See docs/classification.md for the contract.
+"""
+from __future__ import annotations
+
+import re
+import traceback
+from dataclasses import dataclass
+
+from torchconform.collectors.outcome import (
+    CRASH, ERROR, FAIL, MISSING_OP, NOT_EXECUTED, PASS, SKIP_BACKEND, SKIP_ELIGIBILITY, SKIPLIST,
+    TIMEOUT, UNSUPPORTED_DTYPE, XFAIL, XPASS, bound_message,
+)
+
+# Prefixes torchconform puts on the skips it makes itself, so that the reason
+# text alone (e.g. in a JUnit file) says which kind of backend skip it was.
+SKIPLIST_PREFIX = "torchconform skiplist:"
+DTYPE_PREFIX = "torchconform unsupported dtype:"
+NOT_EXECUTED_PREFIX = "torchconform not executed:"
+TIMEOUT_PREFIX = "torchconform timeout:"
+
+_CRASH = re.compile(r"worker '?[\w-]+'? crashed while running|Fatal Python error: (Segmentation fault|Aborted)"
+                    r"|(?:^|\n)\s*(?:Segmentation fault|Aborted)(?: \(core dumped\))?\s*$")
+_TIMEOUT = re.compile(re.escape(TIMEOUT_PREFIX) + r"|\bTestTimeout\b|^Timeout\b|Failed: Timeout >")
+_UNEXPECTED_SUCCESS = re.compile(r"\bUnexpected success\b|\[XPASS\(strict\)\]")
+
+# Statuses classify_text understands (JUnit element names and pytest words).
+FAILURE_STATUSES = {"failure", "failed", "fail"}
+ERROR_STATUSES = {"error", "errored"}
+SKIP_STATUSES = {"skipped", "skip"}
+XFAIL_STATUSES = {"xfail", "xfailed"}
+
+
+class TestTimeout(Exception):
+    """Raised in the main thread when a test exceeds --tc-timeout (serial runs)."""
+
+    __test__ = False  # not a test class, whatever pytest thinks of the name
+
+
+@dataclass
+class Verdict:
+    outcome: str
+    kind: str = ""
+    missing_op: str = ""
+    message: str = ""
+    skiplist_entry: str = ""
+
+    def to_dict(self) -> dict:
+        return dict(outcome=self.outcome, kind=self.kind, missing_op=self.missing_op,
+                    message=self.message, skiplist_entry=self.skiplist_entry)
+
+
+def _profile(profile):
+    if profile is None:
+        from torchconform.skiplists.profile import generic_profile
+        return generic_profile()
+    if isinstance(profile, str):
+        from torchconform.skiplists.profile import load_profile
+        return load_profile(profile)
+    return profile
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """The chain as Python renders it: the exception, its __cause__, or its
+    unsuppressed __context__, and so on; outermost first."""
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        if exc.__cause__ is not None:
+            exc = exc.__cause__
+        elif exc.__context__ is not None and not exc.__suppress_context__:
+            exc = exc.__context__
+        else:
+            exc = None
+    return chain
+
+
+def render_chain(exc: BaseException) -> str:
+    """Root cause first, like a rendered traceback, so the first match is the root."""
+    parts = []
+    for e in reversed(exception_chain(exc)):
+        parts.append(f"{type(e).__module__}.{type(e).__qualname__}: {e}")
+    return "\n".join(parts)
+
+
+def _headline(text: str) -> str:
+    """The most telling line of a rendered failure: the last ``E   `` line block's
+    first line (pytest longrepr), else the first non-empty line."""
+    lines = (text or "").splitlines()
+    e_lines = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+    if e_lines:
+        return bound_message(e_lines[0])
+    return bound_message(text)
+
+
+def _skiplist_entry(line: str) -> str:
+    rest = line[len(SKIPLIST_PREFIX):].strip() if line.startswith(SKIPLIST_PREFIX) else ""
+    return rest.split(" ", 1)[0].rstrip(":,;") if rest else ""
+
+
+def _special(text: str, profile, status: str) -> Verdict | None:
+    """Rules 1-4, shared by every status."""
+    if _TIMEOUT.search(text):
+        return Verdict(TIMEOUT, message=_line_with(text, _TIMEOUT))
+    if _CRASH.search(text):
+        return Verdict(CRASH, message=_line_with(text, _CRASH))
+    if status not in XFAIL_STATUSES:
+        for prefix, kind in ((SKIPLIST_PREFIX, SKIPLIST), (DTYPE_PREFIX, UNSUPPORTED_DTYPE),
+                             (NOT_EXECUTED_PREFIX, NOT_EXECUTED)):
+            idx = text.find(prefix)
+            if idx >= 0:
+                line = bound_message(text[idx:])
+                return Verdict(SKIP_BACKEND, kind=kind, message=line,
+                               skiplist_entry=_skiplist_entry(line) if kind == SKIPLIST else "")
+    ops = profile.find_missing_ops(text)
+    if ops:
+        return Verdict(SKIP_BACKEND, kind=MISSING_OP, missing_op=ops[0], message=_line_with_op(text, ops[0]))
+    if profile.matches_unsupported_dtype(text):
+        return Verdict(SKIP_BACKEND, kind=UNSUPPORTED_DTYPE, message=_headline(text))
+    return None
+
+
+def _line_with(text: str, rx: re.Pattern) -> str:
+    m = rx.search(text)
+    start = text.rfind("\n", 0, m.start()) + 1 if m else 0
+    return bound_message(text[start:])
+
+
+def _line_with_op(text: str, op: str) -> str:
+    short = op.split("::", 1)[-1]
+    for line in text.splitlines():
+        if short in line and ("Could not run" in line or "not currently implemented" in line or "not supported" in line):
+            return bound_message(line.lstrip("E").strip())
+    return bound_message(f"missing operator {op}")
+
+
+def classify_text(text: str | None, profile=None, status: str = "failure", type_name: str = "") -> Verdict:
+    """Classify a rendered outcome: a pytest longrepr, a JUnit message/body, a skip reason.
+
+    ``status`` is what the runner said: ``failure``/``error``/``skipped``/``xfail``
+    (JUnit element names) or ``passed``.  ``type_name`` is the JUnit ``type``
+    attribute where there is one (``pytest.xfail`` marks an expected failure).
+    """
+    profile = _profile(profile)
+    text = text or ""
+    status = (status or "failure").lower()
+    if status in SKIP_STATUSES and "xfail" in (type_name or "").lower():
+        status = "xfail"
+    if status in ("passed", "pass", "success"):
+        return Verdict(PASS)
+    special = _special(text, profile, status)
+    if special is not None:
+        # An expected failure whose cause is a missing operator still counts as
+        # a missing operator: the expectation was about numerics, not coverage.
+        return special
+    if status in XFAIL_STATUSES:
+        idx = text.find(SKIPLIST_PREFIX)
+        entry = _skiplist_entry(bound_message(text[idx:])) if idx >= 0 else ""
+        return Verdict(XFAIL, message=_headline(text), skiplist_entry=entry)
+    if status in SKIP_STATUSES:
+        return Verdict(SKIP_ELIGIBILITY, message=bound_message(text))
+    if _UNEXPECTED_SUCCESS.search(text):
+        return Verdict(XPASS, message=_line_with(text, _UNEXPECTED_SUCCESS))
+    if status in ERROR_STATUSES:
+        return Verdict(ERROR, message=_headline(text))
+    return Verdict(FAIL, message=_headline(text))
+
+
+def classify_exception(exc: BaseException, profile=None, status: str = "failure") -> Verdict:
+    """Classify a live exception by reading its whole chain (__cause__ and __context__)."""
+    import unittest
+
+    profile = _profile(profile)
+    if isinstance(exc, TestTimeout):
+        return Verdict(TIMEOUT, message=bound_message(f"{TIMEOUT_PREFIX} {exc}"))
+    chain_text = render_chain(exc)
+    if isinstance(exc, unittest.SkipTest) or type(exc).__name__ in ("Skipped", "SkipTest"):
+        status = "skipped"
+    verdict = classify_text(chain_text, profile, status=status)
+    if verdict.outcome in (FAIL, ERROR):
+        verdict.message = bound_message(f"{type(exc).__name__}: {exc}")
+    return verdict
+
+
+def format_exception(exc: BaseException) -> str:
+    """Full rendered chain (for debugging output, same shape pytest prints)."""
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

@@ -1,0 +1,257 @@
+"""The controller side: assemble one Outcome per test from its phase reports,
+batch them to the sinks, announce run start and end.
+
+Under xdist this runs in the controller process (reports arrive from workers
+with ``report.tc`` attached); without xdist it runs in the same process.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shlex
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import warnings
+
+import pytest
+
+from torchconform.collectors.classify import classify_text
+from torchconform.collectors.outcome import (
+    CRASH, ERROR, FAIL, PASS, PASS_FALLBACK, TIMEOUT, Outcome, bound_message,
+)
+from torchconform.collectors.settings import default_build_name
+from torchconform.collectors.testinfo import parse_test_id
+from torchconform.collectors.watchdog import STATE_ENV, read_timeout_marker
+
+BATCH_SIZE = 200
+FLUSH_SECONDS = 2.0
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _suite_from_args(args) -> str:
+    for a in args:
+        norm = str(a).replace(os.sep, "/")
+        if "suites/" in norm:
+            return norm.split("suites/", 1)[1].split("/", 1)[0]
+    return "pytest"
+
+
+def combine(phases: dict, fallback_ops: list[str]) -> dict:
+    """One verdict from the setup/call/teardown verdicts (each a dict or None)."""
+    setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
+    for v in (setup, call, teardown):
+        if v and v["outcome"] in (CRASH, TIMEOUT):
+            return v
+    if setup and setup["outcome"] != PASS:
+        return setup
+    if call:
+        if call["outcome"] == PASS and teardown and teardown["outcome"] not in (PASS,):
+            v = dict(teardown)
+            if v["outcome"] == FAIL:
+                v["outcome"] = ERROR
+            return v
+        if call["outcome"] == PASS and fallback_ops:
+            return dict(call, outcome=PASS_FALLBACK)
+        return call
+    if teardown and teardown["outcome"] != PASS:
+        return dict(teardown, outcome=ERROR if teardown["outcome"] == FAIL else teardown["outcome"])
+    return {"outcome": ERROR, "message": "test produced no result (interrupted?)"}
+
+
+class ControllerPlugin:
+    def __init__(self, config, settings):
+        self.config = config
+        self.settings = settings
+        self.profile = settings.profile
+        self.device = settings.device
+        self.build = settings.build or default_build_name(self.device, self._profile_label())
+        self.pending: dict[str, dict] = {}
+        self.buffer: list[Outcome] = []
+        self.counts: dict[str, int] = {}
+        self.total = 0
+        self._lock = threading.RLock()
+        self._last_flush = time.monotonic()
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self._seen_collect_errors: set[str] = set()
+        self.run: dict = {}
+        # Watchdogs in workers leave timeout markers here (workers inherit the env).
+        if not os.environ.get(STATE_ENV):
+            os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="torchconform-")
+        self.state_dir = os.environ[STATE_ENV]
+        self._register_sinks()
+
+    def _profile_label(self) -> str:
+        if self.device == "refdev" or self.profile.name == "refdev":
+            return os.environ.get("TORCHCONFORM_REFDEV_PROFILE", "young-backend")
+        return self.profile.name
+
+    def _register_sinks(self):
+        pm = self.config.pluginmanager
+        s = self.settings
+        if s.jsonl:
+            from torchconform.collectors.sink_jsonl import JsonlSink
+            pm.register(JsonlSink(s.jsonl), "torchconform-jsonl")
+        if s.junit:
+            from torchconform.collectors.sink_junit import JunitSink
+            pm.register(JunitSink(s.junit), "torchconform-junit")
+        if s.db:
+            try:
+                from torchconform.db.sink import StoreSink
+            except ImportError as exc:
+                warnings.warn(f"torchconform: results store not available ({exc}); "
+                              "outcomes are not stored in the database (use --tc-jsonl/--tc-junit)")
+            else:
+                from torchconform.config import db_url
+                pm.register(StoreSink(db_url(s.db), self.config), "torchconform-store")
+
+    # -- run start / end -----------------------------------------------------
+    def _run_info(self) -> dict:
+        import torch
+        args = [str(a) for a in self.config.invocation_params.args]
+        return {
+            "build": self.build,
+            "suite": self.settings.suite or _suite_from_args(self.config.args),
+            "selection": self.settings.selection or os.environ.get("TORCHCONFORM_SELECTION", ""),
+            "device": self.device,
+            "profile": self._profile_label(),
+            "backend_profile": self.profile.name,
+            "command_line": " ".join(shlex.quote(a) for a in [sys.executable, "-m", "pytest", *args]),
+            "host": socket.gethostname(),
+            "start_time": _now(),
+            "shard": self.settings.shard,
+            "torch_version": getattr(torch, "__version__", ""),
+            "torch_git": getattr(getattr(torch, "version", None), "git_version", ""),
+        }
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session):
+        self.run = self._run_info()
+        self.config.hook.pytest_torchconform_run_start(config=self.config, run=self.run)
+        # SIGTERM becomes KeyboardInterrupt so pytest finishes the session and we flush.
+        if threading.current_thread() is threading.main_thread():
+            try:
+                signal.signal(signal.SIGTERM, _raise_interrupt)
+            except ValueError:
+                pass
+        self._flusher = threading.Thread(target=self._flush_loop, name="torchconform-flush", daemon=True)
+        self._flusher.start()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        self._stop.set()
+        with self._lock:
+            for nodeid in list(self.pending):
+                state = self.pending.pop(nodeid)
+                self._finish(nodeid, state, interrupted=True)
+            self.flush()
+            self.run.update(end_time=_now(), exitstatus=int(exitstatus), total=self.total, outcomes=dict(self.counts))
+            self.config.hook.pytest_torchconform_run_end(config=self.config, run=self.run, exitstatus=int(exitstatus))
+
+    def _flush_loop(self):
+        while not self._stop.wait(FLUSH_SECONDS / 2):
+            if self.buffer and time.monotonic() - self._last_flush >= FLUSH_SECONDS:
+                with self._lock:
+                    self.flush()
+
+    def flush(self):
+        with self._lock:
+            self._last_flush = time.monotonic()
+            if not self.buffer:
+                return
+            batch, self.buffer = self.buffer, []
+            self.config.hook.pytest_torchconform_outcomes(config=self.config, outcomes=batch)
+
+    # -- assembling outcomes ---------------------------------------------------
+    def pytest_runtest_logreport(self, report):
+        with self._lock:
+            state = self.pending.setdefault(report.nodeid, {"phases": {}, "duration": 0.0, "info": None,
+                                                             "fallback_ops": []})
+            state["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
+            tc = getattr(report, "tc", None) or {}
+            if report.when == "???":  # xdist: the worker died while running this test
+                marker = read_timeout_marker(self.state_dir, report.nodeid)
+                if marker:
+                    v = {"outcome": TIMEOUT, "message": f"exceeded the {marker.get('timeout')} s per-test timeout; worker killed"}
+                    state["duration"] += float(marker.get("timeout") or 0)
+                else:
+                    v = {"outcome": CRASH, "message": bound_message(str(report.longrepr))}
+                state["phases"]["call"] = v
+                self._finish(report.nodeid, self.pending.pop(report.nodeid))
+                return
+            if "info" in tc:
+                state["info"] = tc["info"]
+            if "fallback_ops" in tc:
+                state["fallback_ops"] = tc["fallback_ops"]
+            verdict = tc.get("verdict")
+            if verdict is None and not tc and not report.passed:
+                # A report the worker side did not classify (plugin inactive there).
+                status = "skipped" if report.skipped else ("failure" if report.when == "call" else "error")
+                verdict = classify_text(str(report.longrepr), self.profile, status=status).to_dict()
+            elif verdict is None and not tc and report.when == "call":
+                verdict = {"outcome": PASS}
+            state["phases"][report.when] = verdict
+            if report.when == "teardown":
+                self._finish(report.nodeid, self.pending.pop(report.nodeid))
+
+    def pytest_collectreport(self, report):
+        if not report.failed or report.nodeid in self._seen_collect_errors:
+            return
+        with self._lock:
+            self._seen_collect_errors.add(report.nodeid)
+            text = str(report.longrepr)
+            v = classify_text(text, self.profile, status="error")
+            self._append(Outcome(
+                test_id=report.nodeid or "<collection>", outcome=ERROR if v.outcome != ERROR else v.outcome,
+                suite=self.run.get("suite", ""), file=report.nodeid.split("::")[0], device=self.device,
+                message=f"collection error: {v.message or bound_message(text)}", repro=self._repro(report.nodeid),
+            ))
+
+    def _repro(self, nodeid: str) -> str:
+        root = str(self.config.rootpath)
+        path = nodeid if os.path.isabs(nodeid.split("::")[0]) else os.path.join(root, nodeid)
+        parts = [sys.executable, "-m", "pytest", path, "--tc-device", self.device, "--tc-profile", self.profile.path]
+        if self.settings.backend_module:
+            parts += ["--tc-backend-module", self.settings.backend_module]
+        env = ""
+        if "TORCHCONFORM_REFDEV_PROFILE" in os.environ:
+            env = f"TORCHCONFORM_REFDEV_PROFILE={shlex.quote(os.environ['TORCHCONFORM_REFDEV_PROFILE'])} "
+        return env + " ".join(shlex.quote(p) for p in parts)
+
+    def _finish(self, nodeid: str, state: dict, interrupted: bool = False):
+        info = state["info"] or parse_test_id(nodeid, self.device)
+        if interrupted and "call" not in state["phases"]:
+            verdict = {"outcome": ERROR, "message": "run interrupted before the test finished"}
+        else:
+            verdict = combine(state["phases"], state["fallback_ops"])
+        outcome = verdict["outcome"]
+        o = Outcome(
+            test_id=nodeid, outcome=outcome, suite=self.run.get("suite", ""),
+            file=info.get("file", ""), cls=info.get("cls", ""), name=info.get("name", ""),
+            op=info.get("op", ""), variant=info.get("variant", ""), dtype=info.get("dtype", ""),
+            device=info.get("device") or self.device, kind=verdict.get("kind", "") or "",
+            missing_op=verdict.get("missing_op", "") or "",
+            fallback_ops=list(state["fallback_ops"]) if outcome == PASS_FALLBACK else [],
+            skiplist_entry=verdict.get("skiplist_entry", "") or "",
+            duration=round(state["duration"], 6), message=verdict.get("message", "") or "",
+            repro=self._repro(nodeid),
+        )
+        self._append(o)
+
+    def _append(self, o: Outcome):
+        self.buffer.append(o)
+        self.total += 1
+        self.counts[o.outcome] = self.counts.get(o.outcome, 0) + 1
+        if len(self.buffer) >= BATCH_SIZE:
+            self.flush()
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")

@@ -1,0 +1,88 @@
+"""Device set-up, done before PyTorch's test infrastructure is imported.
+
+``torch.testing._internal.common_device_type`` decides at import time which
+device-type test bases exist (PrivateUse1 only if the backend is registered by
+then), and reads PYTORCH_TESTING_DEVICE_ONLY_FOR when tests are instantiated.
+So the plugin calls :func:`setup_device` from ``pytest_load_initial_conftests``,
+before any conftest or test module is imported.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from torchconform.errors import UserError
+
+IN_TREE = {"cpu", "cuda", "xpu", "mps", "meta", "hpu"}
+
+
+def _call(spec: str):
+    mod, _, fn = spec.partition(":")
+    module = importlib.import_module(mod)
+    return getattr(module, fn)() if fn else module
+
+
+def pin_worker(profile) -> None:
+    """Under xdist, pin worker gwN to device index N (mod the count set by the user)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    var = profile.worker_env
+    if not var or not worker.startswith("gw") or var in os.environ:
+        return
+    count = int(os.environ.get("TORCHCONFORM_DEVICES_PER_HOST", "0") or 0)
+    index = int(worker[2:])
+    os.environ[var] = str(index % count if count else index)
+
+
+def setup_device(device: str, profile, backend_module: str = "") -> str:
+    """Load the backend, check the device really exists, point PyTorch's test
+    infrastructure at it.  Returns the device type.  Raises UserError when the
+    device is missing: a run must never silently fall back to CPU."""
+    for key, value in profile.env.items():
+        os.environ.setdefault(key, value)
+    pin_worker(profile)
+    modules = [m for m in (backend_module or profile.backend_module,) if m]
+    try:
+        for mod in modules:
+            importlib.import_module(mod)
+        if profile.setup and (not backend_module or backend_module == profile.backend_module):
+            _call(profile.setup)
+    except UserError:
+        raise
+    except ImportError as exc:
+        raise UserError(f"device {device!r}: cannot import backend module ({exc}); install it or pass --tc-backend-module")
+    except Exception as exc:  # a backend failing to load is the user's environment
+        raise UserError(f"device {device!r}: backend set-up failed: {type(exc).__name__}: {exc}; run `torchconform doctor`")
+
+    import torch
+
+    if device in IN_TREE:
+        mod = getattr(torch, device, None)
+        if device != "cpu" and not (mod is not None and hasattr(mod, "is_available") and mod.is_available()):
+            raise UserError(f"device {device!r} is not available in this torch build/machine; pick another --tc-device")
+        only_for = device
+    else:
+        name = torch._C._get_privateuse1_backend_name()
+        if name != device:
+            raise UserError(
+                f"device {device!r} is not registered (PrivateUse1 is {name!r}); pass --tc-backend-module "
+                f"naming the module that registers it, or a --tc-profile whose backend_module does"
+            )
+        mod = getattr(torch, device, None)
+        if mod is None or (hasattr(mod, "is_available") and not mod.is_available()) or \
+                (hasattr(mod, "device_count") and mod.device_count() < 1):
+            raise UserError(f"device {device!r} is registered but reports no devices; check the backend's runtime")
+        only_for = device
+        # Lets PrivateUse1 devices run tests PyTorch gates on "custom" devices
+        # (read only by torch versions that have the key; harmless otherwise).
+        os.environ.setdefault("PYTORCH_TESTING_DEVICE_FOR_CUSTOM", "privateuse1")
+    os.environ["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = only_for
+
+    cdt = sys.modules.get("torch.testing._internal.common_device_type")
+    if cdt is not None and device not in IN_TREE:
+        if not any(getattr(b, "__name__", "") == "PrivateUse1TestBase" for b in cdt.device_type_test_bases):
+            raise UserError(
+                "PyTorch's test infrastructure was imported before the device was set up, so it generates no "
+                f"{device} tests; do not import torch.testing._internal in a conftest loaded before the plugin"
+            )
+    return device

@@ -1,0 +1,160 @@
+"""The side of the plugin that runs tests (an xdist worker, or the only process).
+
+It classifies each phase where the live exception is still at hand and attaches
+the result to the report as ``report.tc`` (a JSON-able dict), which xdist
+serialises to the controller along with the report.
+"""
+from __future__ import annotations
+
+import os
+import re
+import warnings
+
+import pytest
+
+from torchconform.collectors import notes
+from torchconform.collectors.classify import (
+    DTYPE_PREFIX, SKIPLIST_PREFIX, Verdict, classify_exception, classify_text,
+)
+from torchconform.collectors.outcome import PASS, XFAIL, XPASS, bound_message
+from torchconform.collectors.testinfo import item_info
+from torchconform.collectors.watchdog import STATE_ENV, Watchdog
+
+
+def _resolve(spec: str):
+    if not spec:
+        return None
+    import importlib
+    mod, _, fn = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError):
+        return None
+
+
+def _skip_reason(report) -> str:
+    lr = report.longrepr
+    if isinstance(lr, tuple) and len(lr) == 3:
+        reason = str(lr[2])
+        return reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
+    return str(lr or "")
+
+
+class WorkerPlugin:
+    def __init__(self, config, settings):
+        self.config = config
+        self.settings = settings
+        self.profile = settings.profile
+        self.device = settings.device
+        self.in_worker = os.environ.get("PYTEST_XDIST_WORKER") is not None
+        self.watchdog = Watchdog(settings.timeout, os.environ.get(STATE_ENV), self.in_worker)
+        self._fallback_counts = _resolve(self.profile.fallback_counter)
+        self._fallback_reset = _resolve(self.profile.fallback_reset)
+        self._fallback_seen: dict[str, list[str]] = {}
+        self._info: dict[str, dict] = {}
+        self.skiplist = None
+
+    # -- collection: dtype policy and the skiplist seam ---------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        self.skiplist = config.hook.pytest_torchconform_skiplist(config=config, profile=self.profile)
+        unsupported = self.profile.unsupported_dtypes
+        for item in items:
+            info = item_info(item, self.device)
+            info["test_id"] = item.nodeid
+            self._info[item.nodeid] = info
+            if info["dtype"] and info["dtype"] in unsupported:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"{DTYPE_PREFIX} {info['dtype']} (profile {self.profile.name} dtype policy)"))
+                continue
+            entry = self.skiplist.match(info) if self.skiplist is not None else None
+            if entry is not None:
+                reason = f"{SKIPLIST_PREFIX} {entry.id} {getattr(entry, 'reason', '')}".strip()
+                mode = getattr(entry, "mode", "skip")
+                item.add_marker(pytest.mark.skip(reason=reason) if mode == "skip"
+                                else pytest.mark.xfail(reason=reason, strict=False))
+
+    # -- running -------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        if self._fallback_reset is not None:
+            try:
+                self._fallback_reset()
+            except Exception:
+                pass
+        notes.clear()
+        self.watchdog.arm(item.nodeid)
+        try:
+            return (yield)
+        finally:
+            self.watchdog.disarm()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item):
+        # Fallback warnings are evidence too (backends without a counter); they
+        # are re-emitted so pytest's own warning summary still sees them.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                return (yield)
+            finally:
+                ops = []
+                for w in caught:
+                    ops.extend(o for o in self.profile.find_fallback_ops(str(w.message)) if o not in ops)
+                self._fallback_seen[item.nodeid] = ops
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+    def _fallback_ops(self, nodeid: str) -> list[str]:
+        ops = list(self._fallback_seen.pop(nodeid, []))
+        if self._fallback_counts is not None:
+            try:
+                counts = self._fallback_counts() or {}
+            except Exception:
+                counts = {}
+            for op, n in sorted(counts.items()):
+                op = op if "::" in op else "aten::" + op
+                if n and op not in ops:
+                    ops.append(op)
+        return sorted(ops)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        report = yield
+        tc = {"when": report.when}
+        verdict = self._phase_verdict(report, call)
+        if verdict is not None:
+            tc["verdict"] = verdict.to_dict()
+        if report.when == "setup":
+            tc["info"] = self._info.get(item.nodeid) or dict(item_info(item, self.device), test_id=item.nodeid)
+        if report.when == "call":
+            tc["fallback_ops"] = self._fallback_ops(item.nodeid)
+        report.tc = tc
+        return report
+
+    def _phase_verdict(self, report, call) -> Verdict | None:
+        exc = call.excinfo.value if call.excinfo is not None else None
+        wasxfail = getattr(report, "wasxfail", None)
+        if report.passed:
+            if wasxfail is not None:
+                return Verdict(XPASS, message=bound_message(f"unexpected pass; expectation: {wasxfail}"))
+            return Verdict(PASS, message=notes.take()) if report.when == "call" else None
+        if report.skipped:
+            if wasxfail is not None:
+                text = f"{wasxfail}\n" + (_chain_text(exc) if exc is not None else "")
+                v = classify_text(text, self.profile, status="xfail")
+                if v.outcome == XFAIL and exc is not None:
+                    v.message = bound_message(f"{type(exc).__name__}: {exc}")
+                return v
+            if exc is not None and not isinstance(exc, pytest.skip.Exception):
+                return classify_exception(exc, self.profile, status="skipped")
+            return classify_text(_skip_reason(report), self.profile, status="skipped")
+        status = "failure" if report.when == "call" else "error"
+        if exc is not None and not isinstance(exc, pytest.fail.Exception):
+            return classify_exception(exc, self.profile, status=status)
+        return classify_text(str(report.longrepr), self.profile, status=status)
+
+
+def _chain_text(exc) -> str:
+    from torchconform.collectors.classify import render_chain
+    return render_chain(exc)

@@ -1,0 +1,48 @@
+"""Build page: breakdown, per suite, per test file, top missing operators, links to the rest."""
+from __future__ import annotations
+
+from torchconform.collectors.breakdown import format_breakdown
+from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, OUTCOMES
+from torchconform.dashboard import charts
+from torchconform.dashboard.model import BuildInfo
+from torchconform.dashboard.styles import breakdown_counts, pass_rate
+from torchconform.dashboard.tables import Table
+
+# Metadata shown at the top of a build page, in this order, when present.
+META_KEYS = ("created", "branch", "device", "backend", "backend_version", "profile", "torch_version",
+             "torch_git", "commit")
+
+
+def _by_table(stem: str, title: str, key: str, rows: list[dict]) -> Table:
+    t = Table(stem, [key, "outcomes", "pass", "pass_fallback", "failed", "skip_eligibility",
+                     "skip_backend", *BACKEND_SKIP_KINDS, "xfail", "xpass", "pass rate %"], title=title)
+    for row in rows:
+        b = row["summary"]
+        o, k = b["outcomes"], b["backend_skip_kinds"]
+        rate = pass_rate(b)
+        t.rows.append([row["key"], b["total"], o["pass"], o["pass_fallback"],
+                       o["fail"] + o["error"] + o["crash"] + o["timeout"], o["skip_eligibility"],
+                       o["skip_backend"], *(k[x] for x in BACKEND_SKIP_KINDS), o["xfail"], o["xpass"],
+                       round(100 * rate, 2) if rate is not None else None])
+    return t
+
+
+def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], generated: str):
+    base = f"builds/{build.slug}/"
+    b = build.summary
+    outcomes = Table(base + "outcomes", ["outcome", "count"], title="Outcomes")
+    outcomes.rows = [[o, b["outcomes"][o]] for o in OUTCOMES] + \
+                    [[f"skip_backend/{k}", b["backend_skip_kinds"][k]] for k in BACKEND_SKIP_KINDS]
+    suites = _by_table(base + "suites", "Per suite", "suite", by_suite)
+    files = _by_table(base + "files", "Per test file", "file", by_file)
+    missing = Table(base + "top-missing", ["operator", "tests blocked"], title="Top missing operators")
+    missing.rows = [[m["op"], m["tests"]] for m in b["missing_ops"]]
+    meta = [("build", build.name)] + [(k, build.meta.get(k)) for k in META_KEYS if build.meta.get(k)]
+    extra = build.meta.get("metadata") or build.meta.get("extra") or {}
+    if isinstance(extra, dict):
+        meta += [(str(k), str(v)) for k, v in sorted(extra.items())]
+    return site.page(base + "index.html", "build.html", title=f"Build {build.name}", build=build,
+                     meta=meta, bar=charts.breakdown_bar(b), counts=breakdown_counts(b),
+                     breakdown_text=format_breakdown(b), outcomes_table=outcomes, suites_table=suites,
+                     files_table=files, missing_table=missing,
+                     downloads=[outcomes, suites, files, missing], generated=generated)

@@ -1,0 +1,87 @@
+"""Operator matrix: OpInfo operator x dtype x variant, one cell per combination, coloured by state.
+
+The matrix is the largest thing on the site (thousands of rows per build), so
+the page is a small shell and the cells travel as lazily loaded data
+(``data/matrix/<slug>.js``) that static/matrix.js turns into the table; the full
+table is also downloadable as JSON/CSV.
+"""
+from __future__ import annotations
+
+from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, OUTCOMES
+from torchconform.dashboard.model import BuildInfo
+from torchconform.dashboard.styles import BY_KEY
+from torchconform.dashboard.tables import Table
+
+# A cell shows its most important state: anything failing first, then what
+# blocks coverage, then passes.  Eligibility skips only when nothing else ran.
+STATE_ORDER = ("failed", "missing_op", "unsupported_dtype", "skiplist", "not_executed",
+               "pass_fallback", "pass", "xfail", "skip_eligibility")
+VARIANT_ORDER = ("forward", "gradient", "grad", "out", "compiled")
+COUNT_NAMES = (*OUTCOMES, *BACKEND_SKIP_KINDS)
+
+
+def cell_counts(row: dict) -> tuple[dict, dict]:
+    """(outcome counts, backend-skip-kind counts) of one op_matrix row, whatever its nesting."""
+    counts = row.get("outcomes") or row.get("counts") or {o: row[o] for o in OUTCOMES if o in row}
+    kinds = row.get("backend_skip_kinds") or row.get("kinds") or {k: row[k] for k in BACKEND_SKIP_KINDS if k in row}
+    return ({o: int(counts.get(o, 0) or 0) for o in OUTCOMES},
+            {k: int(kinds.get(k, 0) or 0) for k in BACKEND_SKIP_KINDS})
+
+
+def cell_state(counts: dict, kinds: dict) -> str:
+    present = {
+        "failed": counts["fail"] + counts["error"] + counts["crash"] + counts["timeout"],
+        "pass_fallback": counts["pass_fallback"], "pass": counts["pass"],
+        "xfail": counts["xfail"] + counts["xpass"], "skip_eligibility": counts["skip_eligibility"],
+        **kinds,
+    }
+    # skip_backend rows without a kind breakdown still must not look clean
+    unexplained = counts["skip_backend"] - sum(kinds.values())
+    if unexplained > 0:
+        present["not_executed"] = present.get("not_executed", 0) + unexplained
+    for state in STATE_ORDER:
+        if present.get(state, 0) > 0:
+            return state
+    return "skip_eligibility"
+
+
+def _variant_key(v: str):
+    return (VARIANT_ORDER.index(v) if v in VARIANT_ORDER else len(VARIANT_ORDER), v)
+
+
+def build_matrix(matrix: list[dict]) -> tuple[dict, Table]:
+    """Pivot op_matrix rows into (op, variant) rows x dtype columns, plus the download table."""
+    dtypes = sorted({r.get("dtype") or "" for r in matrix})
+    variants = sorted({r.get("variant") or "" for r in matrix}, key=_variant_key)
+    col = {d: i for i, d in enumerate(dtypes)}
+    state_index = {s: i for i, s in enumerate(STATE_ORDER)}
+    pivot: dict[tuple, list] = {}
+    table = Table("", ["op", "variant", "dtype", "state", *COUNT_NAMES], title="Operator matrix")
+    for r in sorted(matrix, key=lambda r: (r.get("op") or "", _variant_key(r.get("variant") or ""), r.get("dtype") or "")):
+        op, variant, dtype = r.get("op") or "", r.get("variant") or "", r.get("dtype") or ""
+        if not op:
+            continue
+        counts, kinds = cell_counts(r)
+        state = cell_state(counts, kinds)
+        numbers = [*(counts[o] for o in OUTCOMES), *(kinds[k] for k in BACKEND_SKIP_KINDS)]
+        table.rows.append([op, variant, dtype, state, *numbers])
+        entry = pivot.setdefault((op, variant), [op, variant, [0] * len(dtypes)])
+        passed = counts["pass"] + counts["pass_fallback"]
+        run = sum(counts.values()) - counts["skip_eligibility"]
+        entry[2][col[dtype]] = [state_index[state], passed, run, numbers]
+    data = {
+        "dtypes": dtypes, "variants": variants, "counts": list(COUNT_NAMES),
+        "states": [{"key": s, "symbol": BY_KEY[s].symbol, "label": BY_KEY[s].label} for s in STATE_ORDER],
+        "rows": list(pivot.values()),
+    }
+    return data, table
+
+
+def render(site, build: BuildInfo, matrix: list[dict], generated: str):
+    base = f"builds/{build.slug}/"
+    data, table = build_matrix(matrix)
+    table.stem = base + "matrix"
+    site.write_data(f"data/matrix/{build.slug}.js", f"matrix:{build.slug}", data)
+    return site.page(base + "matrix.html", "matrix.html", title=f"Operator matrix · {build.name}", build=build,
+                     n_rows=len(data["rows"]), variants=data["variants"], table=table, downloads=[table],
+                     data_src=f"data/matrix/{build.slug}.js", data_key=f"matrix:{build.slug}", generated=generated)

@@ -1,0 +1,147 @@
+"""Test search and history: compact per-build data searched on the client.
+
+For 150k tests per build one HTML page per test is out of the question; the
+site instead writes one index of every test id ever seen (``data/tests.js``,
+ids sorted and grouped by their shared prefix) and per build one string with a
+character per test (``data/builds/<slug>.js``; see styles.OUTCOME_CODES),
+aligned with the index.  A test's history is then one character from each
+build's string.  The same files let the next run reuse a build unchanged
+(``read_previous``) instead of reading its outcomes from the store again.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from torchconform.collectors.outcome import Outcome
+from torchconform.dashboard.model import BuildInfo
+from torchconform.dashboard.styles import ABSENT_CODE, CODE_LABELS, outcome_code
+
+_ABSENT = ord(ABSENT_CODE)
+
+
+def _prefix(test_id: str) -> int:
+    """Length of the part of a test id shared with its neighbours (file and class)."""
+    cut = test_id.rfind("::")
+    if cut >= 0:
+        return cut + 2
+    return test_id.rfind("/") + 1
+
+
+def read_data_file(path: Path):
+    """Payload of a ``TC.loaded(key, payload);`` data file (see render.Site.write_data)."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(",") + 1
+    return json.loads(text[start:text.rindex(");")].replace("<\\/", "</"))
+
+
+class SearchIndex:
+    def __init__(self):
+        self.index: dict[str, int] = {}
+        self.ids: list[str] = []
+        # per build: positions in ``ids`` and the code at each (numpy arrays)
+        self.builds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.missing: dict[str, dict[int, str]] = {}
+        self.models: dict[str, list] = {}
+        self._previous_ids: list[str] | None = None
+        self._previous_pos: np.ndarray | None = None
+
+    def _position(self, test_id: str) -> int:
+        i = self.index.get(test_id)
+        if i is None:
+            i = self.index[test_id] = len(self.ids)
+            self.ids.append(test_id)
+        return i
+
+    def add(self, slug: str, outcomes) -> None:
+        """Record one build's outcomes (Outcome-like objects) read from the store."""
+        position, pos, codes, missing, models = self._position, [], bytearray(), {}, []
+        for o in outcomes:
+            i = position(o.test_id)
+            code = outcome_code(o.outcome, o.kind)
+            pos.append(i)
+            codes.append(ord(code))
+            if code == "M" and o.missing_op:
+                missing[i] = o.missing_op
+            if o.suite == "models":
+                models.append(o)
+        self.builds[slug] = (np.asarray(pos, dtype=np.int64), np.frombuffer(bytes(codes), dtype=np.uint8))
+        self.missing[slug] = missing
+        self.models[slug] = models
+
+    # -- reuse of a previous run's files --------------------------------------------------
+    def read_previous(self, out_dir: Path) -> bool:
+        """Load the previous site's test index, so unchanged builds can be re-added from their files."""
+        path = out_dir / "data" / "tests.js"
+        if not path.is_file():
+            return False
+        data = read_data_file(path)
+        self._previous_ids = [head + tail for head, tails in data["groups"] for tail in tails]
+        self._previous_pos = None
+        return True
+
+    def add_previous(self, slug: str, path: Path) -> bool:
+        """Re-add a build from its data file of the previous run; False when that is not possible."""
+        if self._previous_ids is None or not path.is_file():
+            return False
+        data = read_data_file(path)
+        if len(data["codes"]) != len(self._previous_ids):
+            return False
+        if self._previous_pos is None or len(self._previous_pos) != len(self._previous_ids):
+            # map every previous index position to this run's positions, once
+            self._previous_pos = np.fromiter((self._position(t) for t in self._previous_ids),
+                                             dtype=np.int64, count=len(self._previous_ids))
+        codes = np.frombuffer(data["codes"].encode("ascii"), dtype=np.uint8)
+        present = codes != _ABSENT
+        pos = self._previous_pos[present]
+        self.builds[slug] = (pos, codes[present])
+        self.missing[slug] = {int(self._previous_pos[i]): data["missing_ops"][k] for i, k in data["missing_at"]}
+        self.models[slug] = [Outcome(test_id=r[0], outcome=r[2], suite="models", op=r[1], variant=r[3], kind=r[4],
+                                     missing_op=r[5], message=r[6]) for r in data.get("models", [])]
+        return True
+
+    # -- output -------------------------------------------------------------------------------
+    def write(self, site, builds: list[BuildInfo]) -> None:
+        n = len(self.ids)
+        order = sorted(range(n), key=self.ids.__getitem__)
+        new_pos = np.empty(n, dtype=np.int64)
+        new_pos[order] = np.arange(n)
+        groups: list[list] = []
+        last = None
+        for i in order:
+            tid = self.ids[i]
+            cut = _prefix(tid)
+            head = tid[:cut]
+            if head != last:
+                groups.append([head, []])
+                last = head
+            groups[-1][1].append(tid[cut:])
+        site.write_data("data/tests.js", "tests", {"n": n, "groups": groups})
+        for b in builds:
+            pos, codes = self.builds.get(b.slug, (np.empty(0, np.int64), np.empty(0, np.uint8)))
+            row = np.full(n, _ABSENT, dtype=np.uint8)
+            row[new_pos[pos]] = codes
+            missing = self.missing.get(b.slug, {})
+            ops = sorted(set(missing.values()))
+            op_index = {op: k for k, op in enumerate(ops)}
+            at = sorted([int(new_pos[i]), op_index[op]] for i, op in missing.items())
+            models = [[o.test_id, o.op, o.outcome, o.variant, o.kind, o.missing_op, o.message]
+                      for o in self.models.get(b.slug, [])]
+            site.write_data(f"data/builds/{b.slug}.js", f"build:{b.slug}",
+                            {"build": b.name, "codes": row.tobytes().decode("ascii"), "missing_ops": ops,
+                             "missing_at": at, "models": models})
+
+
+def render(site, index: SearchIndex, builds: list[BuildInfo], generated: str):
+    index.write(site, builds)
+    config = {
+        "builds": [{"slug": b.slug, "name": b.name, "created": b.created} for b in builds],
+        "codeLabels": {code: list(v) for code, v in CODE_LABELS.items()},
+        "limit": 200,
+    }
+    code_labels = [(code, label) for code, (_, label) in CODE_LABELS.items()]
+    return site.page("search.html", "search.html", title="Test search and history", config=config,
+                     builds=list(reversed(builds)), n_builds=len(builds), n_tests=len(index.ids),
+                     code_labels=code_labels, generated=generated)

@@ -1,0 +1,110 @@
+"""The jinja2 environment and the page writer.
+
+Autoescape is on for every template, so anything that came from a test (names,
+messages, operator names) is rendered as text.  Links are relative to the page
+(``root`` is "../" per directory level), which is what makes the site work from
+``file://`` as well as from any static host; with ``base_url`` each page also
+shows an absolute permalink.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from torchconform import __version__
+from torchconform.dashboard import charts, styles
+from torchconform.dashboard.tables import Table, write_downloads
+
+TEMPLATES = Path(__file__).with_name("templates")
+STATIC = Path(__file__).with_name("static")
+
+
+def fmt_num(value) -> str:
+    return f"{int(value):,}" if value is not None else "\u2013"
+
+
+def fmt_pct(value) -> str:
+    return f"{100 * value:.1f}%" if value is not None else "\u2013"
+
+
+def js_string(value) -> Markup:
+    """A JSON literal safe inside a <script> element (no '</script>' can close it)."""
+    text = json.dumps(value, separators=(",", ":"))
+    return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def make_env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,  # every template, whatever its extension
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,  # a missing value is a bug, not an empty cell
+    )
+    env.filters["num"] = fmt_num
+    env.filters["pct"] = fmt_pct
+    env.filters["js"] = js_string
+    env.globals["styles"] = styles
+    env.globals["pattern_defs"] = charts.pattern_defs
+    env.globals["version"] = __version__
+    return env
+
+
+class Site:
+    """Writes pages and downloads under ``out_dir``; knows each page's depth and permalink."""
+
+    def __init__(self, out_dir: Path, base_url: str | None = None, title: str = "torchconform coverage"):
+        self.out_dir = Path(out_dir)
+        self.base_url = base_url.rstrip("/") + "/" if base_url else None
+        self.title = title
+        self.env = make_env()
+        self.pages: list[str] = []
+
+    def permalink(self, relpath: str) -> str:
+        return (self.base_url + relpath) if self.base_url else relpath
+
+    def page(self, relpath: str, template: str, *, title: str, downloads: list[Table] = (), **context) -> Path:
+        depth = relpath.count("/")
+        root = "../" * depth
+        for table in downloads:
+            write_downloads(self.out_dir, table)
+        html = self.env.get_template(template).render(
+            root=root, relpath=relpath, permalink=self.permalink(relpath), title=title,
+            site_title=self.title, **context,
+        )
+        path = self.out_dir / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(html, encoding="utf-8")
+        self.pages.append(relpath)
+        return path
+
+    def write_data(self, relpath: str, key: str, payload) -> None:
+        """Lazily loaded data as a script that hands ``payload`` to the page.
+
+        Browsers refuse fetch()/XHR on file:// URLs but do load <script src>, so
+        big data travels as ``TC.loaded(key, {...})`` scripts injected on demand.
+        """
+        path = self.out_dir / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+        body = body.replace("</", "<\\/")  # keep the script element closed only by its end
+        path.write_text(f"TC.loaded({json.dumps(key)},{body});\n", encoding="utf-8")
+
+
+_SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def slugify(name: str, taken: set[str]) -> str:
+    """A file-name-safe, unique, readable slug for a build name."""
+    base = _SLUG_BAD.sub("-", name).strip("-.") or "build"
+    base = base[:80]
+    slug, i = base, 2
+    while slug.lower() in taken:
+        slug = f"{base}-{i}"
+        i += 1
+    taken.add(slug.lower())
+    return slug

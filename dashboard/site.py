@@ -1,0 +1,149 @@
+"""``build_site``: read the store through its query module, write every page.
+
+The steps are in one place so the order is visible:
+1. list the builds (slugs, baselines) and decide which are unchanged since the
+   last run on this folder (cache.py) and can be kept as they are;
+2. for every other build: one pass over its outcomes (search index, model
+   rows), then its pages (build, matrix, missing operators, diff);
+3. the site-wide pages (home, leaderboard, models, search) from all builds.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+from torchconform.dashboard import cache, charts
+from torchconform.dashboard.model import BuildInfo, groups_of, load_builds
+from torchconform.dashboard.pages import build as build_page
+from torchconform.dashboard.pages import diff as diff_page
+from torchconform.dashboard.pages import home, matrix, missing, models, search
+from torchconform.dashboard.render import STATIC, Site
+from torchconform.errors import UserError
+
+# A generated site carries this file (with the reuse manifest); only such a folder is ever emptied.
+MARKER = ".torchconform-site"
+# Folders rewritten on every run (per-build folders are pruned build by build).
+REWRITTEN = ("tables", "static")
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse a file, or a non-empty folder that is not one of our sites."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir} is a file; pass a folder for the site")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MARKER).exists():
+        raise UserError(f"--out {out_dir} is not empty and holds no torchconform site; pass a new or empty folder")
+
+
+def prune(out_dir: Path, keep: set[str]) -> None:
+    """Remove what is rewritten, and every build folder and data file not kept."""
+    for name in REWRITTEN:
+        shutil.rmtree(out_dir / name, ignore_errors=True)
+    for folder in ("builds", "data/matrix"):
+        base = out_dir / folder
+        if base.is_dir():
+            for entry in base.iterdir():
+                if entry.name.removesuffix(".js") not in keep:
+                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
+def copy_static(out_dir: Path) -> None:
+    static = out_dir / "static"
+    shutil.copytree(STATIC, static, dirs_exist_ok=True)
+    (static / "categories.css").write_text(charts.category_css(), encoding="utf-8")
+
+
+def _by_rows(by: dict) -> list[dict]:
+    return [{"key": key or "(none)", "summary": b} for key, b in by.items()]
+
+
+def _board_from_download(path: Path) -> list[dict]:
+    """A kept build's leaderboard, read back from its JSON download."""
+    return [{"op": r["operator"], "tests": r["tests blocked"], "models": r["models blocked"],
+             "first_build": r["first build seen"]} for r in json.loads(path.read_text(encoding="utf-8"))]
+
+
+def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse: bool = True) -> Path:
+    """Generate the static site for every build in ``store`` under ``out_dir``; returns the home page.
+
+    ``store``: a ``Store`` or a database URL/path.  ``queries`` defaults to
+    ``torchconform.db.queries`` (the one read module).  ``reuse``: keep the
+    pages of builds unchanged since the last run on ``out_dir``.
+    """
+    if queries is None:
+        from torchconform.db import queries
+    if isinstance(store, (str, Path)):
+        from torchconform.db.store import open_store
+
+        with open_store(str(store)) as opened:
+            return build_site(opened, out_dir, base_url, queries, reuse)
+    out_dir = Path(out_dir)
+    check_out_dir(out_dir)
+    rows = {r["name"]: r for r in queries.list_builds(store)}
+    builds = load_builds(store, queries)
+    if not builds:
+        raise UserError(f"the store {store!r} has no builds; run `torchconform run` or "
+                        "`torchconform ingest FILE --build NAME` first")
+
+    # 1. which builds can be kept from the previous run
+    marker = out_dir / MARKER
+    previous = cache.read_manifest(marker).get("builds", {}) if reuse else {}
+    generator = cache.generator_hash() + (base_url or "")
+    keys, kept, older = {}, set(), []
+    for b in builds:
+        baseline_key = keys.get(b.baseline.name) if b.baseline else None
+        keys[b.name] = cache.build_key(rows[b.name], baseline_key, list(older), generator)
+        older.append(b.name)
+        entry = previous.get(b.name)
+        if (keys[b.name] and entry and entry.get("key") == keys[b.name] and entry.get("slug") == b.slug
+                and all((out_dir / f).is_file() for f in cache.files_of(b.slug))):
+            kept.add(b.slug)
+            b.summary = entry["summary"]
+    index = search.SearchIndex()
+    if kept and not index.read_previous(out_dir):
+        kept.clear()
+    for b in builds:
+        if b.slug in kept and not index.add_previous(b.slug, out_dir / "data" / "builds" / f"{b.slug}.js"):
+            kept.discard(b.slug)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Until this run ends, the folder promises nothing: a crash half-way reuses nothing next time.
+    cache.write_manifest(marker, {})
+    prune(out_dir, kept)
+    copy_static(out_dir)
+
+    # 2. the builds that changed or are new
+    site = Site(out_dir, base_url)
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    slugs = {b.name: b.slug for b in builds}
+    latest = [g.latest for g in groups_of(builds)]
+    boards: dict[str, list[dict]] = {}
+    for b in builds:
+        if b.slug in kept:
+            if b in latest:
+                boards[b.name] = _board_from_download(out_dir / "builds" / b.slug / "missing.json")
+            continue
+        b.summary = queries.summary(store, b.name)
+        index.add(b.slug, queries.iter_outcomes(store, b.name))
+        build_page.render(site, b, _by_rows(queries.summary_by(store, b.name, "suite")),
+                          _by_rows(queries.summary_by(store, b.name, "file")), generated)
+        # op_matrix also holds model-zoo rows (tests.op is the model name there); the
+        # operator matrix is about OpInfo operators, models have their own page.
+        model_names = {o.op for o in index.models.get(b.slug, ())}
+        matrix.render(site, b, [r for r in queries.op_matrix(store, b.name) if r["op"] not in model_names], generated)
+        boards[b.name] = queries.missing_op_leaderboard(store, b.name)
+        missing.render_build(site, b, boards[b.name], slugs, generated)
+        if b.baseline is not None:
+            d = queries.diff(store, b.baseline.name, b.name)
+            if hasattr(queries, "flaky_tests"):
+                d["flaky"] = [f for f in queries.flaky_tests(store, b.name) if f.get("flaky")]
+            diff_page.render(site, b, d, generated)
+
+    # 3. site-wide pages
+    missing.render(site, builds, boards, slugs, generated)
+    models.render(site, index.models, latest, generated)
+    search.render(site, index, builds, generated)
+    home_page = home.render(site, builds, generated)
+    cache.write_manifest(marker, {b.name: {"key": keys[b.name], "slug": b.slug, "summary": b.summary}
+                                  for b in builds if keys[b.name]})
+    return home_page

@@ -1,0 +1,144 @@
+// Test search and history, on the client: the site ships one compact index of
+// every test id (data/tests.js) and one string of outcome codes per build
+// (data/builds/<slug>.js, one character per test, aligned with the index).
+// Both load lazily, only when the user searches.  All text is inserted with
+// textContent, never innerHTML: test ids come from anywhere.
+(function () {
+  "use strict";
+  var TC = window.TC, cfg = TC.searchConfig;
+  var root = document.body.getAttribute("data-root") || "";
+  var form = document.getElementById("search-form");
+  var status = document.getElementById("search-status");
+  var results = document.getElementById("results");
+  var ids = null;
+
+  function loadIndex() {
+    return TC.load(root + "data/tests.js", "tests").then(function (data) {
+      if (!ids) {
+        ids = [];
+        data.groups.forEach(function (g) {
+          g[1].forEach(function (suffix) { ids.push(g[0] + suffix); });
+        });
+      }
+      return ids;
+    });
+  }
+  function loadBuild(slug) {
+    return TC.load(root + "data/builds/" + encodeURIComponent(slug) + ".js", "build:" + slug);
+  }
+  function label(code) { return (cfg.codeLabels[code] || ["", "not in this build"]); }
+
+  function setHash() {
+    var p = new URLSearchParams();
+    ["q", "build", "state"].forEach(function (k) { if (form.elements[k].value) { p.set(k, form.elements[k].value); } });
+    if (TC.currentTest) { p.set("test", TC.currentTest); }
+    history.replaceState(null, "", p.toString() ? "#" + p.toString() : location.pathname);
+  }
+
+  var seq = 0, lastKey = null;
+  function search() {
+    var q = form.elements.q.value.trim().toLowerCase();
+    var slug = form.elements.build.value, state = form.elements.state.value;
+    // "change" also fires when the box loses focus; the same query must not
+    // rebuild the results under the user's cursor.
+    var key = JSON.stringify([q, slug, state]);
+    if (key === lastKey) { return; }
+    lastKey = key;
+    var mine = ++seq;
+    setHash();
+    if (!q && !(slug && state)) { status.textContent = "Type to search."; results.textContent = ""; return; }
+    status.textContent = "Loading the test index\u2026";
+    var needBuild = slug ? loadBuild(slug) : Promise.resolve(null);
+    Promise.all([loadIndex(), needBuild]).then(function (got) {
+      if (mine !== seq) { return; }
+      var all = got[0], build = got[1], hits = [], total = 0;
+      for (var i = 0; i < all.length; i++) {
+        if (q && all[i].toLowerCase().indexOf(q) === -1) { continue; }
+        if (build) {
+          var c = build.codes.charAt(i);
+          if (c === "." || (state && c !== state)) { continue; }
+        } else if (state) { continue; }
+        total++;
+        if (hits.length < cfg.limit) { hits.push(i); }
+      }
+      results.textContent = "";
+      hits.forEach(function (i) {
+        var li = document.createElement("li"), b = document.createElement("button");
+        b.type = "button";
+        b.textContent = all[i];
+        b.addEventListener("click", function () { showHistory(all[i], i); });
+        li.appendChild(b);
+        if (build) {
+          var code = build.codes.charAt(i), s = document.createElement("span");
+          s.className = "swatch c-" + label(code)[0];
+          s.title = label(code)[1];
+          s.textContent = code;
+          li.appendChild(document.createTextNode(" "));
+          li.appendChild(s);
+        }
+        results.appendChild(li);
+      });
+      status.textContent = total + " matching tests" + (total > hits.length ? " (showing the first " + hits.length + ")" : "") + ".";
+    }, function (err) { status.textContent = String(err.message || err); });
+  }
+
+  function missingOp(data, index) {
+    if (!data.missingMap) {
+      data.missingMap = {};
+      (data.missing_at || []).forEach(function (p) { data.missingMap[p[0]] = data.missing_ops[p[1]]; });
+    }
+    return data.missingMap[index] || "";
+  }
+
+  function showHistory(testId, index) {
+    TC.currentTest = testId;
+    setHash();
+    var section = document.getElementById("history");
+    document.getElementById("history-test").textContent = testId;
+    var body = document.querySelector("#history-table tbody");
+    body.textContent = "";
+    section.hidden = false;
+    status.textContent = "Loading " + cfg.builds.length + " builds\u2026";
+    Promise.all(cfg.builds.map(function (b) { return loadBuild(b.slug); })).then(function (all) {
+      var records = [];
+      all.forEach(function (data, k) {
+        var b = cfg.builds[k], code = data.codes.charAt(index) || ".";
+        var rec = { build: b.name, created: b.created, outcome: label(code)[1], missing_op: code === "M" ? missingOp(data, index) : "" };
+        records.push(rec);
+        var tr = document.createElement("tr");
+        var a = document.createElement("a");
+        a.href = root + "builds/" + encodeURIComponent(b.slug) + "/index.html";
+        a.textContent = b.name;
+        var cells = [a, rec.created, rec.outcome, rec.missing_op];
+        cells.forEach(function (v, j) {
+          var td = document.createElement("td");
+          if (j === 0) { td.appendChild(v); } else { td.textContent = v; }
+          if (j === 2 && code !== ".") { td.className = "c-" + label(code)[0]; }
+          tr.appendChild(td);
+        });
+        body.appendChild(tr);
+      });
+      status.textContent = "History of one test across " + all.length + " builds.";
+      var json = JSON.stringify({ test_id: testId, history: records }, null, 1);
+      var csv = "build,created,outcome,missing_op\n" + records.map(function (r) {
+        return [r.build, r.created, r.outcome, r.missing_op].map(function (v) { return '"' + String(v).replace(/"/g, '""') + '"'; }).join(",");
+      }).join("\n") + "\n";
+      document.getElementById("history-json").href = "data:application/json;charset=utf-8," + encodeURIComponent(json);
+      document.getElementById("history-csv").href = "data:text/csv;charset=utf-8," + encodeURIComponent(csv);
+      section.scrollIntoView();
+    }, function (err) { status.textContent = String(err.message || err); });
+  }
+
+  form.addEventListener("input", search);
+  form.addEventListener("change", search);
+  // Permalinks: #q=...&build=...&state=...&test=<exact id>
+  var p = new URLSearchParams(location.hash.slice(1));
+  ["q", "build", "state"].forEach(function (k) { if (p.get(k)) { form.elements[k].value = p.get(k); } });
+  if (p.get("q") || (p.get("build") && p.get("state"))) { search(); }
+  if (p.get("test")) {
+    loadIndex().then(function (all) {
+      var i = all.indexOf(p.get("test"));
+      if (i === -1) { status.textContent = "No test with id " + p.get("test") + "."; } else { showHistory(all[i], i); }
+    });
+  }
+})();

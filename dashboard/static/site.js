@@ -1,0 +1,110 @@
+// torchconform site: table filters, sorting, the matrix filter and lazy data
+// loading.  Plain JavaScript, no dependencies; works from file://.
+(function () {
+  "use strict";
+  var TC = window.TC = window.TC || {};
+  var pending = {};
+
+  // Data files call TC.loaded(key, payload); TC.load(src, key) injects the
+  // <script> (fetch() is refused on file:// URLs, script tags are not).
+  TC.data = {};
+  TC.loaded = function (key, payload) {
+    TC.data[key] = payload;
+    if (pending[key]) { pending[key].resolve(payload); }
+  };
+  TC.load = function (src, key) {
+    if (TC.data[key]) { return Promise.resolve(TC.data[key]); }
+    if (pending[key]) { return pending[key].promise; }
+    var entry = {};
+    entry.promise = new Promise(function (resolve, reject) {
+      entry.resolve = resolve;
+      var s = document.createElement("script");
+      s.src = src;
+      s.async = true;
+      s.onerror = function () { delete pending[key]; reject(new Error("could not load " + src)); };
+      document.head.appendChild(s);
+    });
+    pending[key] = entry;
+    return entry.promise;
+  };
+
+  function rowsOf(table) { return Array.prototype.slice.call(table.tBodies[0].rows); }
+  function setCount(id, shown, total) {
+    var el = document.querySelector('[data-count-for="' + id + '"]');
+    if (el) { el.textContent = shown === total ? total + " rows" : shown + " of " + total + " rows"; }
+  }
+
+  // Free-text filter over every cell of a table.
+  function wireFilter(input) {
+    var table = document.getElementById(input.getAttribute("data-filter-table"));
+    if (!table) { return; }
+    var rows = rowsOf(table);
+    var texts = rows.map(function (r) { return r.textContent.toLowerCase(); });
+    input.addEventListener("input", function () {
+      var q = input.value.trim().toLowerCase(), shown = 0;
+      rows.forEach(function (r, i) {
+        var hit = !q || texts[i].indexOf(q) !== -1;
+        r.hidden = !hit;
+        if (hit) { shown++; }
+      });
+      setCount(table.id, shown, rows.length);
+    });
+  }
+
+  // Sort by a column; numbers numerically.  Buttons make it keyboard-usable.
+  function wireSort(button) {
+    button.addEventListener("click", function () {
+      var table = button.closest("table"), col = +button.getAttribute("data-col");
+      var asc = button.getAttribute("aria-sort") !== "ascending";
+      table.querySelectorAll("button.sort").forEach(function (b) { b.removeAttribute("aria-sort"); });
+      button.setAttribute("aria-sort", asc ? "ascending" : "descending");
+      button.setAttribute("data-arrow", asc ? "\u25B2" : "\u25BC");
+      var rows = rowsOf(table);
+      var key = function (r) {
+        var t = (r.cells[col] || {}).textContent || "";
+        var n = parseFloat(t.replace(/,/g, ""));
+        return isNaN(n) || /[^\d.,%\s-]/.test(t) ? t.toLowerCase() : n;
+      };
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b);
+        if (typeof x !== typeof y) { x = String(x); y = String(y); }
+        return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1);
+      });
+      var body = table.tBodies[0];
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  }
+
+  // The operator matrix: operator text, variant and "has a cell in state".
+  TC.wireMatrix = function (form, table) {
+    var rows = rowsOf(table);
+    var apply = function () {
+      var op = form.elements.op.value.trim().toLowerCase();
+      var variant = form.elements.variant.value, state = form.elements.state.value, shown = 0;
+      rows.forEach(function (r) {
+        var ok = (!op || r.getAttribute("data-op").toLowerCase().indexOf(op) !== -1) &&
+                 (!variant || r.getAttribute("data-variant") === variant) &&
+                 (!state || (" " + r.getAttribute("data-states") + " ").indexOf(" " + state + " ") !== -1);
+        r.hidden = !ok;
+        if (ok) { shown++; }
+      });
+      setCount(table.id, shown, rows.length);
+      var params = new URLSearchParams();
+      if (op) { params.set("op", op); }
+      if (variant) { params.set("variant", variant); }
+      if (state) { params.set("state", state); }
+      history.replaceState(null, "", params.toString() ? "#" + params.toString() : location.pathname);
+    };
+    form.addEventListener("input", apply);
+    form.addEventListener("change", apply);
+    // A permalink with #op=...&variant=...&state=... opens the matrix filtered.
+    var initial = new URLSearchParams(location.hash.slice(1));
+    ["op", "variant", "state"].forEach(function (k) { if (initial.get(k)) { form.elements[k].value = initial.get(k); } });
+    if (location.hash.length > 1) { apply(); }
+  };
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("input[data-filter-table]").forEach(wireFilter);
+    document.querySelectorAll("button.sort").forEach(wireSort);
+  });
+})();

@@ -1,0 +1,95 @@
+"""How each outcome category looks: label, colour, pattern and symbol.
+
+One table for the SVG charts, the matrix cells, the legends and the client-side
+search, so a category looks the same everywhere.  Colours are the Okabe-Ito
+palette (distinguishable with the common colour-vision deficiencies) and every
+category also has a fill pattern and a text symbol, so nothing relies on
+colour alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torchconform.collectors.outcome import (
+    CRASH, ERROR, FAIL, MISSING_OP, NOT_EXECUTED, PASS, PASS_FALLBACK, SKIP_BACKEND,
+    SKIP_ELIGIBILITY, SKIPLIST, TIMEOUT, UNSUPPORTED_DTYPE, XFAIL, XPASS,
+)
+
+
+@dataclass(frozen=True)
+class Style:
+    key: str        # category id, used in CSS classes (c-<key>) and pattern ids (p-<key>)
+    label: str      # words shown in legends and tooltips
+    colour: str
+    symbol: str     # shown in matrix cells and search results
+    code: str       # one character in the per-build search data
+
+
+# Order is the reading order of the breakdown bar: good news first.
+CATEGORIES = (
+    Style("pass", "pass (native)", "#0072B2", "\u2713", "P"),
+    Style("pass_fallback", "pass through CPU fallback", "#56B4E9", "\u21bb", "B"),
+    Style("failed", "fail / error / crash / timeout", "#D55E00", "\u2717", "F"),
+    Style("skip_eligibility", "skip: PyTorch eligibility", "#BBBBBB", "\u00b7", "S"),
+    Style("missing_op", "skip: missing operator", "#E69F00", "M", "M"),
+    Style("skiplist", "skip: skiplist entry", "#F0E442", "L", "L"),
+    Style("unsupported_dtype", "skip: unsupported dtype", "#CC79A7", "D", "D"),
+    Style("not_executed", "skip: not executed", "#6E6E6E", "\u2013", "N"),
+    Style("xfail", "expected failure / unexpected pass", "#009E73", "x", "X"),
+)
+BY_KEY = {s.key: s for s in CATEGORIES}
+
+# Codes for the individual outcomes in the search data: finer than the chart
+# categories (fail vs crash matters when you look at one test).
+OUTCOME_CODES = {
+    PASS: "P", PASS_FALLBACK: "B", FAIL: "F", ERROR: "E", CRASH: "C", TIMEOUT: "T",
+    SKIP_ELIGIBILITY: "S", XFAIL: "X", XPASS: "Y",
+    # skip_backend is split by kind
+    MISSING_OP: "M", SKIPLIST: "L", UNSUPPORTED_DTYPE: "D", NOT_EXECUTED: "N",
+}
+CODE_LABELS = {
+    "P": ("pass", "pass"), "B": ("pass_fallback", "pass through CPU fallback"),
+    "F": ("failed", "fail"), "E": ("failed", "error"), "C": ("failed", "crash"),
+    "T": ("failed", "timeout"), "S": ("skip_eligibility", "skip: eligibility"),
+    "X": ("xfail", "xfail"), "Y": ("xfail", "xpass"),
+    "M": ("missing_op", "skip: missing operator"), "L": ("skiplist", "skip: skiplist"),
+    "D": ("unsupported_dtype", "skip: unsupported dtype"), "N": ("not_executed", "skip: not executed"),
+}
+ABSENT_CODE = "."
+
+
+def outcome_code(outcome: str, kind: str = "") -> str:
+    if outcome == SKIP_BACKEND:
+        return OUTCOME_CODES.get(kind, "N")
+    return OUTCOME_CODES[outcome]
+
+
+def category_of(outcome: str, kind: str = "") -> str:
+    """Chart category of one outcome (skip_backend is split by its kind)."""
+    return CODE_LABELS[outcome_code(outcome, kind)][0]
+
+
+def breakdown_counts(b: dict) -> list[tuple[Style, int]]:
+    """The breakdown dict (collectors.breakdown shape) as (style, count) in bar order."""
+    o, k = b["outcomes"], b["backend_skip_kinds"]
+    counts = {
+        "pass": o[PASS],
+        "pass_fallback": o[PASS_FALLBACK],
+        "failed": o[FAIL] + o[ERROR] + o[CRASH] + o[TIMEOUT],
+        "skip_eligibility": o[SKIP_ELIGIBILITY],
+        "missing_op": k[MISSING_OP],
+        "skiplist": k[SKIPLIST],
+        "unsupported_dtype": k[UNSUPPORTED_DTYPE],
+        "not_executed": k[NOT_EXECUTED],
+        "xfail": o[XFAIL] + o[XPASS],
+    }
+    return [(s, int(counts[s.key])) for s in CATEGORIES]
+
+
+def pass_rate(b: dict) -> float | None:
+    """Passes over outcomes that were not eligibility-skipped (the gate's definition)."""
+    o = b["outcomes"]
+    eligible = b["total"] - o[SKIP_ELIGIBILITY]
+    if eligible <= 0:
+        return None
+    return (o[PASS] + o[PASS_FALLBACK]) / eligible

@@ -1,0 +1,59 @@
+"""Tables: what a page shows and what it offers for download, from one object.
+
+Every table on the site is a ``Table``; the page renders it and the same rows are
+written next to the page as ``<stem>.json`` (a list of records) and
+``<stem>.csv``, so "download this table" always matches what is on screen.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# A spreadsheet would run a cell that starts with one of these as a formula;
+# test names come from anywhere, so such cells get a leading apostrophe in CSV.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+@dataclass
+class Table:
+    stem: str                  # path of the downloads relative to the site root, without extension
+    columns: list[str]
+    rows: list[list] = field(default_factory=list)
+    title: str = ""
+    # Presentation only (not in the downloads): column -> {row index: href / category key}.
+    links: dict = field(default_factory=dict)
+    classes: dict = field(default_factory=dict)
+
+    @property
+    def json_path(self) -> str:
+        return self.stem + ".json"
+
+    @property
+    def csv_path(self) -> str:
+        return self.stem + ".csv"
+
+    def records(self) -> list[dict]:
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+
+def _csv_cell(value):
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    return value
+
+
+def write_downloads(root: Path, table: Table) -> None:
+    json_file = root / table.json_path
+    json_file.parent.mkdir(parents=True, exist_ok=True)
+    json_file.write_text(json.dumps(table.records(), separators=(",", ":")), encoding="utf-8")
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(table.columns)
+    for row in table.rows:
+        writer.writerow([_csv_cell(v) for v in row])
+    (root / table.csv_path).write_text(buf.getvalue(), encoding="utf-8")

@@ -1,0 +1,1 @@
+"""Alembic migrations for the store (run by ``torchconform db upgrade``)."""

@@ -1,0 +1,25 @@
+"""Indexes for test history, the missing-operator leaderboard and latest-build lookups.
+
+Revision ID: 0002_query_indexes
+Revises: 0001_initial
+"""
+from alembic import op
+
+revision = "0002_query_indexes"
+down_revision = "0001_initial"
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    op.create_index("ix_results_test", "results", ["test_pk", "build_id"])
+    op.create_index("ix_results_missing_op", "results", ["missing_op", "build_id"])
+    op.create_index("ix_builds_created", "builds", ["created"])
+    op.create_index("ix_builds_branch_device", "builds", ["branch", "device", "created"])
+
+
+def downgrade():
+    op.drop_index("ix_builds_branch_device", "builds")
+    op.drop_index("ix_builds_created", "builds")
+    op.drop_index("ix_results_missing_op", "results")
+    op.drop_index("ix_results_test", "results")

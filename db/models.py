@@ -1,0 +1,110 @@
+"""The store's schema: builds, runs, tests (deduplicated identity) and results.
+
+Results carry ``build_id`` as well as ``run_id`` (denormalised on purpose): every
+read query is "the latest result per test in one build", and having the build
+on the row lets one composite index answer it without touching ``runs``.
+
+The tables are declared once here; Alembic migrations under ``migrations/``
+create them, and ``HEAD_REVISION`` names the revision this code expects.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    JSON, BigInteger, DateTime, Float, ForeignKey, Index, Integer, String, Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# The schema revision this version of the tool reads and writes.
+HEAD_REVISION = "0002_query_indexes"
+
+# BigInteger primary keys on PostgreSQL, INTEGER (rowid alias) on SQLite.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Build(Base):
+    __tablename__ = "builds"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    created: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    torch_version: Mapped[str] = mapped_column(String(100), default="", nullable=False)
+    torch_git: Mapped[str] = mapped_column(String(100), default="", nullable=False)
+    backend: Mapped[str] = mapped_column(String(100), default="", nullable=False)
+    backend_version: Mapped[str] = mapped_column(String(100), default="", nullable=False)
+    device: Mapped[str] = mapped_column(String(100), default="", nullable=False)
+    profile: Mapped[str] = mapped_column(String(200), default="", nullable=False)
+    branch: Mapped[str] = mapped_column(String(200), default="", nullable=False)
+    commit: Mapped[str] = mapped_column(String(100), default="", nullable=False)
+    extra: Mapped[dict] = mapped_column("metadata", JSON, default=dict, nullable=False)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), nullable=False, index=True)
+    suite: Mapped[str] = mapped_column(String(200), default="", nullable=False)
+    selection: Mapped[str] = mapped_column(Text, default="", nullable=False)
+    shard: Mapped[str] = mapped_column(String(50), default="", nullable=False)
+    host: Mapped[str] = mapped_column(String(200), default="", nullable=False)
+    command: Mapped[str] = mapped_column(Text, default="", nullable=False)
+    started: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    ended: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    # NULL until finish_run: a run that was killed stays visibly incomplete.
+    exit_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    n_results: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+
+
+class Test(Base):
+    __tablename__ = "tests"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    test_id: Mapped[str] = mapped_column(Text, unique=True, nullable=False)
+    suite: Mapped[str] = mapped_column(String(200), default="", nullable=False)
+    file: Mapped[str] = mapped_column(Text, default="", nullable=False)
+    cls: Mapped[str] = mapped_column(String(500), default="", nullable=False)
+    name: Mapped[str] = mapped_column(Text, default="", nullable=False)
+    op: Mapped[str] = mapped_column(String(300), default="", nullable=False)
+    variant: Mapped[str] = mapped_column(String(100), default="", nullable=False)
+    dtype: Mapped[str] = mapped_column(String(100), default="", nullable=False)
+
+
+class Result(Base):
+    __tablename__ = "results"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), nullable=False)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
+    test_pk: Mapped[int] = mapped_column(ForeignKey("tests.id"), nullable=False)
+    attempt: Mapped[int] = mapped_column(Integer, default=1, nullable=False)
+    outcome: Mapped[str] = mapped_column(String(20), nullable=False)
+    kind: Mapped[str] = mapped_column(String(30), default="", nullable=False)
+    missing_op: Mapped[str] = mapped_column(String(300), default="", nullable=False)
+    # Space-separated operator overloads (they never contain spaces).
+    fallback_ops: Mapped[str] = mapped_column(Text, default="", nullable=False)
+    skiplist_entry: Mapped[str] = mapped_column(String(300), default="", nullable=False)
+    device: Mapped[str] = mapped_column(String(100), default="", nullable=False)
+    duration: Mapped[float] = mapped_column(Float, default=0.0, nullable=False)
+    message: Mapped[str] = mapped_column(Text, default="", nullable=False)
+    repro: Mapped[str] = mapped_column(Text, default="", nullable=False)
+
+
+# "Latest result per test in a build" = max(id) grouped by (build_id, test_pk):
+# this index makes it an index-only scan.  The second serves test history.
+Index("ix_results_build_test", Result.build_id, Result.test_pk, Result.id)
+Index("ix_results_test", Result.test_pk, Result.build_id)
+Index("ix_results_run", Result.run_id)
+Index("ix_results_missing_op", Result.missing_op, Result.build_id)
+Index("ix_builds_created", Build.created)
+Index("ix_builds_branch_device", Build.branch, Build.device, Build.created)
+
+builds = Build.__table__
+runs = Run.__table__
+tests = Test.__table__
+results = Result.__table__

@@ -1,0 +1,387 @@
+"""The one read module: every question the CLI, the gate and the site ask the store.
+
+All functions take a ``Store`` and return plain JSON-ready dicts and lists.
+
+"The outcome of a test in a build" is always its *latest* result in that build:
+the highest result id per (build, test) across all of the build's runs, so shards
+from several machines merge, and a rerun (the gate's flaky confirmation, stored
+with attempt > 1) supersedes the first attempt.  Earlier attempts stay stored
+and show in ``test_history`` and ``flaky_tests``.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Iterator
+
+from sqlalchemy import and_, func, select
+
+from torchconform.collectors.breakdown import make_breakdown
+from torchconform.collectors.outcome import (
+    CRASH, ERROR, FAIL, FAILED, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TIMEOUT, Outcome,
+)
+from torchconform.db.models import builds, results, runs, tests
+from torchconform.errors import UserError
+
+# What counts as a regression from a passing baseline (the gate's default rule).
+REGRESSED = frozenset({FAIL, ERROR, CRASH, TIMEOUT})
+MODELS_SUITE = "models"
+LOOKUP_CHUNK = 2000
+
+
+def _iso(value) -> str | None:
+    return value.isoformat(timespec="seconds") + "Z" if value is not None else None
+
+
+def _latest_ids(build_id: int):
+    """Subquery: the latest result id of every test in the build (index-only scan)."""
+    return (select(func.max(results.c.id).label("id"))
+            .where(results.c.build_id == build_id)
+            .group_by(results.c.test_pk)
+            .subquery("latest"))
+
+
+def _latest(build_id: int):
+    """FROM clause: results restricted to the latest per test of the build."""
+    latest = _latest_ids(build_id)
+    return results.join(latest, results.c.id == latest.c.id)
+
+
+# -- builds -----------------------------------------------------------------------------
+def _build_dict(row, run_stats: dict | None = None) -> dict:
+    d = {
+        "name": row["name"],
+        "created": _iso(row["created"]),
+        "torch_version": row["torch_version"],
+        "torch_git": row["torch_git"],
+        "backend": row["backend"],
+        "backend_version": row["backend_version"],
+        "device": row["device"],
+        "profile": row["profile"],
+        "branch": row["branch"],
+        "commit": row["commit"],
+        "metadata": dict(row["metadata"] or {}),
+    }
+    if run_stats is not None:
+        d.update(run_stats)
+    return d
+
+
+def list_builds(store) -> list[dict]:
+    """Every build, oldest first, with run counts and results stored (not deduplicated)."""
+    stats = (select(runs.c.build_id,
+                    func.count(runs.c.id).label("runs"),
+                    func.count(runs.c.exit_status).label("complete_runs"),
+                    func.coalesce(func.sum(runs.c.n_results), 0).label("results"))
+             .group_by(runs.c.build_id).subquery())
+    query = (select(builds, stats.c.runs, stats.c.complete_runs, stats.c.results)
+             .select_from(builds.outerjoin(stats, stats.c.build_id == builds.c.id))
+             .order_by(builds.c.created, builds.c.id))
+    with store.read() as conn:
+        rows = conn.execute(query).mappings().all()
+    out = []
+    for row in rows:
+        n_runs = int(row["runs"] or 0)
+        complete = int(row["complete_runs"] or 0)
+        out.append(_build_dict(row, {"runs": n_runs, "complete": n_runs > 0 and complete == n_runs,
+                                     "results": int(row["results"] or 0)}))
+    return out
+
+
+def build_info(store, build: str) -> dict:
+    """One build's metadata and its runs (suite, shard, host, times, exit status)."""
+    with store.read() as conn:
+        row = store.build_row(build, conn)
+        run_rows = conn.execute(select(runs).where(runs.c.build_id == row["id"]).order_by(runs.c.id)).mappings().all()
+    info = _build_dict(row)
+    info["runs"] = [{"id": r["id"], "suite": r["suite"], "selection": r["selection"], "shard": r["shard"],
+                     "host": r["host"], "command": r["command"], "started": _iso(r["started"]),
+                     "ended": _iso(r["ended"]), "exit_status": r["exit_status"], "results": r["n_results"]}
+                    for r in run_rows]
+    info["complete"] = bool(run_rows) and all(r["exit_status"] is not None for r in run_rows)
+    return info
+
+
+def latest_build(store, branch: str | None = None, device: str | None = None,
+                 exclude: str | None = None) -> str | None:
+    """Name of the most recently created build (optionally on a branch / device), or None."""
+    query = select(builds.c.name).order_by(builds.c.created.desc(), builds.c.id.desc()).limit(1)
+    if branch:
+        query = query.where(builds.c.branch == branch)
+    if device:
+        query = query.where(builds.c.device == device)
+    if exclude:
+        query = query.where(builds.c.name != exclude)
+    with store.read() as conn:
+        return conn.execute(query).scalar_one_or_none()
+
+
+# -- breakdowns ------------------------------------------------------------------------------
+def _assemble(build: str, rows) -> dict:
+    outcome_counts, kind_counts, missing = Counter(), Counter(), Counter()
+    for outcome, kind, missing_op, n in rows:
+        outcome_counts[outcome] += n
+        if outcome == SKIP_BACKEND:
+            kind_counts[kind] += n
+            if kind == MISSING_OP and missing_op:
+                missing[missing_op] += n
+    return make_breakdown(build, outcome_counts, kind_counts, missing)
+
+
+def summary(store, build: str) -> dict:
+    """The seed's breakdown of a build (the shape of ``collectors.breakdown``)."""
+    with store.read() as conn:
+        build_id = store.build_id(build, conn)
+        query = (select(results.c.outcome, results.c.kind, results.c.missing_op, func.count())
+                 .select_from(_latest(build_id))
+                 .group_by(results.c.outcome, results.c.kind, results.c.missing_op))
+        rows = conn.execute(query).all()
+    return _assemble(build, rows)
+
+
+def summary_by(store, build: str, by: str) -> dict:
+    """Breakdown per suite or per test file: {suite_or_file: breakdown}."""
+    if by not in ("suite", "file"):
+        raise UserError(f"cannot summarise by {by!r}; use 'suite' or 'file'")
+    key = tests.c[by]
+    with store.read() as conn:
+        build_id = store.build_id(build, conn)
+        query = (select(key, results.c.outcome, results.c.kind, results.c.missing_op, func.count())
+                 .select_from(_latest(build_id).join(tests, tests.c.id == results.c.test_pk))
+                 .group_by(key, results.c.outcome, results.c.kind, results.c.missing_op))
+        grouped = defaultdict(list)
+        for k, outcome, kind, missing_op, n in conn.execute(query):
+            grouped[k].append((outcome, kind, missing_op, n))
+    return {k: _assemble(build, rows) for k, rows in sorted(grouped.items())}
+
+
+def op_matrix(store, build: str) -> list[dict]:
+    """OpInfo operator x variant x dtype cells with counts per outcome (non-zero only)."""
+    with store.read() as conn:
+        build_id = store.build_id(build, conn)
+        query = (select(tests.c.op, tests.c.variant, tests.c.dtype, results.c.outcome, results.c.kind, func.count())
+                 .select_from(_latest(build_id).join(tests, tests.c.id == results.c.test_pk))
+                 .where(tests.c.op != "")
+                 .group_by(tests.c.op, tests.c.variant, tests.c.dtype, results.c.outcome, results.c.kind))
+        cells: dict[tuple, dict] = {}
+        for op, variant, dtype, outcome, kind, n in conn.execute(query):
+            cell = cells.setdefault((op, variant, dtype), {"op": op, "variant": variant, "dtype": dtype,
+                                                           "total": 0, "outcomes": {}, "backend_skip_kinds": {}})
+            cell["total"] += n
+            cell["outcomes"][outcome] = cell["outcomes"].get(outcome, 0) + n
+            if outcome == SKIP_BACKEND:
+                cell["backend_skip_kinds"][kind] = cell["backend_skip_kinds"].get(kind, 0) + n
+    return [cells[k] for k in sorted(cells)]
+
+
+def missing_op_leaderboard(store, build: str | None = None) -> list[dict]:
+    """Operators ranked by what they block in ``build`` (default: the latest build).
+
+    ``tests``: tests blocked outside the models suite; ``models``: distinct models
+    (tests.op in the models suite) blocked; ``first_build``: the earliest build in
+    which the operator was ever reported missing.
+    """
+    build = build or latest_build(store)
+    if build is None:
+        return []
+    with store.read() as conn:
+        build_id = store.build_id(build, conn)
+        query = (select(results.c.missing_op, tests.c.suite, tests.c.op, func.count())
+                 .select_from(_latest(build_id).join(tests, tests.c.id == results.c.test_pk))
+                 .where(and_(results.c.outcome == SKIP_BACKEND, results.c.kind == MISSING_OP, results.c.missing_op != ""))
+                 .group_by(results.c.missing_op, tests.c.suite, tests.c.op))
+        board: dict[str, dict] = {}
+        for missing_op, suite, model, n in conn.execute(query):
+            entry = board.setdefault(missing_op, {"op": missing_op, "tests": 0, "models": 0, "model_names": []})
+            if suite == MODELS_SUITE:
+                entry["models"] += 1
+                entry["model_names"].append(model)
+            else:
+                entry["tests"] += n
+        if not board:
+            return []
+        first = _first_builds(conn, list(board))
+    for op, entry in board.items():
+        entry["model_names"] = sorted(set(entry["model_names"]))
+        entry["models"] = len(entry["model_names"])
+        entry["first_build"], entry["first_seen"] = first.get(op, (build, None))
+    return sorted(board.values(), key=lambda e: (-e["tests"], -e["models"], e["op"]))
+
+
+def _first_builds(conn, ops: list[str]) -> dict[str, tuple[str, str]]:
+    """op -> (name, created) of the earliest build where it was ever missing."""
+    pairs = (select(results.c.missing_op, results.c.build_id)
+             .where(results.c.missing_op.in_(ops))
+             .group_by(results.c.missing_op, results.c.build_id).subquery())
+    query = (select(pairs.c.missing_op, builds.c.name, builds.c.created, builds.c.id)
+             .select_from(pairs.join(builds, builds.c.id == pairs.c.build_id)))
+    first: dict[str, tuple] = {}
+    for op, name, created, bid in conn.execute(query):
+        if op not in first or (created, bid) < first[op][1]:
+            first[op] = (name, (created, bid))
+    return {op: (name, _iso(key[0])) for op, (name, key) in first.items()}
+
+
+# -- per-test -----------------------------------------------------------------------------------
+_OUTCOME_COLUMNS = (results.c.test_pk, results.c.outcome, results.c.kind, results.c.missing_op,
+                    results.c.fallback_ops, results.c.message)
+
+
+def _latest_map(conn, build_id: int) -> dict[int, tuple]:
+    query = select(*_OUTCOME_COLUMNS).select_from(_latest(build_id))
+    return {row[0]: row[1:] for row in conn.execute(query)}
+
+
+def _test_names(conn, pks) -> dict[int, tuple[str, str]]:
+    pks = list(pks)
+    names = {}
+    for i in range(0, len(pks), LOOKUP_CHUNK):
+        chunk = pks[i:i + LOOKUP_CHUNK]
+        for pk, tid, op in conn.execute(select(tests.c.id, tests.c.test_id, tests.c.op).where(tests.c.id.in_(chunk))):
+            names[pk] = (tid, op)
+    return names
+
+
+def _missing(outcome: str, kind: str) -> bool:
+    return outcome == SKIP_BACKEND and kind == MISSING_OP
+
+
+def diff(store, old_build: str, new_build: str) -> dict:
+    """Compare two builds test by test (latest result per test in each).
+
+    Categories: ``regressions`` (pass/pass_fallback -> fail/error/crash/timeout or
+    skip_backend/missing_op), ``fixes`` (failing or backend-skipped -> passing),
+    ``fallback_creep`` (pass -> pass_fallback), ``new_tests``, ``missing_tests``
+    (in old, absent from new), ``new_missing_ops`` (missing in new, not in old),
+    ``other_changes`` (any other outcome change), and ``transitions`` counting
+    every (old, new) outcome pair.
+    """
+    with store.read() as conn:
+        old_id = store.build_id(old_build, conn)
+        new_id = store.build_id(new_build, conn)
+        old = _latest_map(conn, old_id)
+        new = _latest_map(conn, new_id)
+        cats = {k: [] for k in ("regressions", "fixes", "fallback_creep", "new_tests", "missing_tests", "other_changes")}
+        transitions = Counter()
+        for pk, (n_out, n_kind, n_mop, n_fb, n_msg) in new.items():
+            before = old.get(pk)
+            if before is None:
+                cats["new_tests"].append((pk, None, new[pk]))
+                continue
+            o_out, o_kind = before[0], before[1]
+            transitions[(_label(o_out, o_kind), _label(n_out, n_kind))] += 1
+            if o_out == n_out and o_kind == n_kind:
+                continue
+            if o_out in PASSED and (n_out in REGRESSED or _missing(n_out, n_kind)):
+                cats["regressions"].append((pk, before, new[pk]))
+            elif o_out == PASS and n_out == PASS_FALLBACK:
+                cats["fallback_creep"].append((pk, before, new[pk]))
+            elif (o_out in FAILED or o_out == SKIP_BACKEND) and n_out in PASSED:
+                cats["fixes"].append((pk, before, new[pk]))
+            else:
+                cats["other_changes"].append((pk, before, new[pk]))
+        for pk, before in old.items():
+            if pk not in new:
+                cats["missing_tests"].append((pk, before, None))
+        old_missing = {r[2] for r in old.values() if _missing(r[0], r[1]) and r[2]}
+        new_missing = Counter(r[2] for r in new.values() if _missing(r[0], r[1]) and r[2])
+        wanted = {pk for entries in cats.values() for pk, _, _ in entries}
+        names = _test_names(conn, wanted)
+
+    def entry(pk, before, after):
+        tid, op = names.get(pk, ("", ""))
+        e = {"test_id": tid, "op": op}
+        if before is not None:
+            e.update(old_outcome=before[0], old_kind=before[1], old_missing_op=before[2])
+        if after is not None:
+            e.update(new_outcome=after[0], new_kind=after[1], new_missing_op=after[2],
+                     fallback_ops=after[3].split() if after[3] else [], message=after[4])
+        return e
+
+    out = {"old": old_build, "new": new_build}
+    for cat, entries in cats.items():
+        out[cat] = sorted((entry(*e) for e in entries), key=lambda e: e["test_id"])
+    out["new_missing_ops"] = [{"op": op, "tests": n} for op, n in
+                              sorted(new_missing.items(), key=lambda kv: (-kv[1], kv[0])) if op not in old_missing]
+    out["transitions"] = [{"old": a, "new": b, "tests": n} for (a, b), n in sorted(transitions.items())]
+    out["counts"] = {cat: len(out[cat]) for cat in (*cats, "new_missing_ops")}
+    out["counts"]["common_tests"] = sum(transitions.values())
+    return out
+
+
+def _label(outcome: str, kind: str) -> str:
+    return f"{outcome}/{kind}" if kind else outcome
+
+
+def test_history(store, test_id: str) -> list[dict]:
+    """Every stored result of one test across builds and attempts, oldest build first."""
+    query = (select(builds.c.name, builds.c.created, builds.c.branch, results.c.run_id, results.c.attempt,
+                    results.c.outcome, results.c.kind, results.c.missing_op, results.c.fallback_ops,
+                    results.c.skiplist_entry, results.c.device, results.c.duration, results.c.message,
+                    results.c.repro, results.c.id)
+             .select_from(results.join(tests, tests.c.id == results.c.test_pk)
+                          .join(builds, builds.c.id == results.c.build_id))
+             .where(tests.c.test_id == test_id)
+             .order_by(builds.c.created, builds.c.id, results.c.id))
+    with store.read() as conn:
+        rows = conn.execute(query).mappings().all()
+    latest_per_build = {}
+    for r in rows:
+        latest_per_build[r["name"]] = r["id"]
+    return [{"build": r["name"], "created": _iso(r["created"]), "branch": r["branch"], "run_id": r["run_id"],
+             "attempt": r["attempt"], "outcome": r["outcome"], "kind": r["kind"], "missing_op": r["missing_op"],
+             "fallback_ops": r["fallback_ops"].split() if r["fallback_ops"] else [],
+             "skiplist_entry": r["skiplist_entry"], "device": r["device"], "duration": r["duration"],
+             "message": r["message"], "repro": r["repro"], "latest": latest_per_build[r["name"]] == r["id"]}
+            for r in rows]
+
+
+def flaky_tests(store, build: str | None = None, test_id: str | None = None) -> list[dict]:
+    """Tests with several attempts in one build whose attempts both passed and did not.
+
+    The gate stores each confirmation rerun as another attempt; this reads them back.
+    One entry per (build, test): attempts in order and whether it is flaky.
+    """
+    query = (select(builds.c.name, tests.c.test_id, results.c.attempt, results.c.outcome, results.c.kind,
+                    results.c.build_id, results.c.test_pk, results.c.id)
+             .select_from(results.join(tests, tests.c.id == results.c.test_pk)
+                          .join(builds, builds.c.id == results.c.build_id)))
+    multi = select(results.c.build_id, results.c.test_pk).group_by(results.c.build_id, results.c.test_pk)
+    if build is not None:
+        with store.read() as conn:
+            bid = store.build_id(build, conn)
+        multi = multi.where(results.c.build_id == bid)
+    if test_id is not None:
+        multi = multi.where(results.c.test_pk.in_(select(tests.c.id).where(tests.c.test_id == test_id)))
+    multi = multi.having(func.count() > 1).subquery()
+    query = query.join(multi, and_(multi.c.build_id == results.c.build_id, multi.c.test_pk == results.c.test_pk))
+    query = query.order_by(builds.c.created, builds.c.id, tests.c.test_id, results.c.id)
+    groups: dict[tuple, dict] = {}
+    with store.read() as conn:
+        for name, tid, attempt, outcome, kind, *_ in conn.execute(query):
+            g = groups.setdefault((name, tid), {"build": name, "test_id": tid, "attempts": []})
+            g["attempts"].append({"attempt": attempt, "outcome": _label(outcome, kind)})
+    out = []
+    for g in groups.values():
+        outs = [a["outcome"].split("/")[0] for a in g["attempts"]]
+        g["flaky"] = any(o in PASSED for o in outs) and any(o not in PASSED for o in outs)
+        out.append(g)
+    return out
+
+
+def iter_outcomes(store, build: str, batch: int = 5000) -> Iterator[Outcome]:
+    """The build's outcome records (latest per test), in test id order."""
+    with store.read() as conn:
+        build_id = store.build_id(build, conn)
+        query = (select(tests.c.test_id, tests.c.suite, tests.c.file, tests.c.cls, tests.c.name, tests.c.op,
+                        tests.c.variant, tests.c.dtype, results.c.outcome, results.c.kind, results.c.missing_op,
+                        results.c.fallback_ops, results.c.skiplist_entry, results.c.device, results.c.duration,
+                        results.c.message, results.c.repro, results.c.attempt)
+                 .select_from(_latest(build_id).join(tests, tests.c.id == results.c.test_pk))
+                 .order_by(tests.c.test_id))
+        result = conn.execution_options(stream_results=True, yield_per=batch).execute(query)
+        for (tid, suite, file, cls, name, op, variant, dtype, outcome, kind, mop, fb, entry, device,
+             duration, message, repro, attempt) in result:
+            yield Outcome(test_id=tid, outcome=outcome, suite=suite, file=file, cls=cls, name=name, op=op,
+                          variant=variant, dtype=dtype, device=device, kind=kind, missing_op=mop,
+                          fallback_ops=fb.split() if fb else [], skiplist_entry=entry, duration=duration,
+                          message=message, repro=repro, attempt=attempt)

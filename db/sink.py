@@ -1,0 +1,73 @@
+"""StoreSink: the runner plugin's sink that streams outcomes into the store.
+
+Registered by the torchconform pytest plugin (controller process only) when
+``--tc-db`` is given.  Each batch the plugin flushes becomes one transaction, so
+a killed run keeps everything flushed before it died; the run is marked
+complete (end time, exit status) only in ``pytest_torchconform_run_end``.
+
+Several shards of one build (same ``--tc-build`` on several machines or
+processes) each add their own run to the same build: the sink always appends.
+"""
+from __future__ import annotations
+
+import socket
+from datetime import datetime, timezone
+
+from torchconform.db.store import open_store
+from torchconform.errors import UserError
+
+# Keys of the plugin's ``run`` dict that describe the run rather than the build.
+RUN_KEYS = {"build", "suite", "selection", "shard", "host", "command", "command_line", "start", "start_time",
+            "end", "end_time", "counts", "exitstatus", "total", "outcomes"}
+
+
+def build_metadata(run: dict) -> dict:
+    """Build-level metadata from the run dict (torch/backend/device/branch...)."""
+    meta = {}
+    for key, value in run.items():
+        if key in RUN_KEYS or value in (None, "", [], {}):
+            continue
+        meta[key] = value
+    return meta
+
+
+def default_build_name(run: dict) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{run.get('suite') or 'run'}-{run.get('device') or 'device'}-{stamp}"
+
+
+class StoreSink:
+    """pytest plugin object implementing the runner's three torchconform hooks."""
+
+    def __init__(self, url: str | None, config=None):
+        self.config = config
+        # Open (and create or check the schema) now, so a bad --tc-db fails before any test runs.
+        try:
+            self.store = open_store(url)
+        except UserError as exc:
+            import pytest
+
+            raise pytest.UsageError(f"torchconform: {exc}") from None
+        self.run_id: int | None = None
+        self.build: str | None = None
+        self.stored = 0
+
+    def pytest_torchconform_run_start(self, config, run):
+        self.build = run.get("build") or default_build_name(run)
+        self.store.ensure_build(self.build, append=True, **build_metadata(run))
+        command = run.get("command") or run.get("command_line") or ""
+        self.run_id = self.store.start_run(
+            self.build, suite=run.get("suite") or "", selection=run.get("selection") or "",
+            shard=run.get("shard") or "", host=run.get("host") or socket.gethostname(), command=command)
+
+    def pytest_torchconform_outcomes(self, config, outcomes):
+        if self.run_id is None or not outcomes:
+            return
+        self.stored += self.store.add_outcomes(self.run_id, outcomes)
+
+    def pytest_torchconform_run_end(self, config, run, exitstatus):
+        if self.run_id is None:
+            return
+        self.store.finish_run(self.run_id, int(exitstatus))
+        self.run_id = None
+        self.store.close()

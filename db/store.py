@@ -1,0 +1,374 @@
+"""The results store: open a database, write builds, runs and outcomes.
+
+One ``Store`` wraps one SQLAlchemy engine.  SQLite (the embedded default) runs
+in WAL mode with a busy timeout and takes the write lock up front
+(``BEGIN IMMEDIATE``) for every write transaction, so several writer processes
+(xdist workers, shards) queue instead of failing with "database is locked"
+halfway through a transaction.  PostgreSQL is reached by URL.
+
+Reads go through ``torchconform.db.queries``; this module only writes.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from datetime import datetime, timezone
+from typing import Iterable, Iterator
+
+from sqlalchemy import create_engine, event, inspect, select, text, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.engine import make_url
+
+from torchconform.collectors.outcome import Outcome, bound_message
+from torchconform.config import db_url, mask_password
+from torchconform.db import migrate
+from torchconform.db.models import HEAD_REVISION, builds, results, runs, tests
+from torchconform.errors import UserError
+
+# Columns of ``builds`` that metadata keys fill; anything else goes to the JSON column.
+BUILD_COLUMNS = ("torch_version", "torch_git", "backend", "backend_version", "device",
+                 "profile", "branch", "commit")
+_BUILD_ALIASES = {"torch": "torch_version", "git_version": "torch_git", "torch_git_version": "torch_git",
+                  "git_commit": "commit", "sha": "commit"}
+
+TEST_COLUMNS = ("test_id", "suite", "file", "cls", "name", "op", "variant", "dtype")
+RESULT_COLUMNS = ("build_id", "run_id", "test_pk", "attempt", "outcome", "kind", "missing_op",
+                  "fallback_ops", "skiplist_entry", "device", "duration", "message", "repro")
+
+# Seconds a SQLite writer waits for the lock held by another process.
+SQLITE_BUSY_TIMEOUT = 120
+# Rows per ``IN (...)`` lookup of test ids (well under SQLite's variable limit).
+LOOKUP_CHUNK = 2000
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _first_line(exc: BaseException) -> str:
+    text_ = str(getattr(exc, "orig", None) or exc)
+    for line in text_.splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__
+
+
+class Store:
+    """A connection to one results database (see ``open_store``)."""
+
+    def __init__(self, engine: Engine, url: str):
+        self.engine = engine
+        self.url = url
+        self.dialect = engine.dialect.name
+        # test_id -> tests.id, filled lazily; test rows are never deleted, so it stays valid.
+        self._test_pks: dict[str, int] = {}
+
+    # -- connections ---------------------------------------------------------------
+    def __repr__(self):
+        return f"Store({mask_password(self.url)!r})"
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One write transaction (SQLite: takes the write lock at BEGIN)."""
+        with self.engine.connect() as conn:
+            conn.execution_options(tc_write=True)
+            with conn.begin():
+                yield conn
+
+    # -- builds ------------------------------------------------------------------------
+    def build_row(self, name: str, conn: Connection | None = None) -> dict:
+        """The build's row as a dict; UserError naming the fix when it does not exist."""
+        query = select(builds).where(builds.c.name == name)
+        if conn is None:
+            with self.read() as c:
+                row = c.execute(query).mappings().first()
+        else:
+            row = conn.execute(query).mappings().first()
+        if row is None:
+            raise UserError(f"unknown build {name!r}; list the stored builds with `torchconform builds`")
+        return dict(row)
+
+    def build_id(self, name: str, conn: Connection | None = None) -> int:
+        return self.build_row(name, conn)["id"]
+
+    def ensure_build(self, name: str, append: bool = False, conn: Connection | None = None, **metadata) -> int:
+        """Create build ``name`` (or, with ``append``, reuse it) and return its id.
+
+        Without ``append`` an existing name is a user error: builds are never
+        silently mixed.  With ``append`` (shards, the runner's sink) blank
+        metadata columns are filled and extra metadata merged.
+        """
+        if not name or not str(name).strip():
+            raise UserError("empty build name; pass --build NAME")
+        if conn is None:
+            with self.write() as c:
+                return self.ensure_build(name, append=append, conn=c, **metadata)
+        columns, extra = _split_metadata(metadata)
+        row = conn.execute(select(builds).where(builds.c.name == name)).mappings().first()
+        if row is None:
+            values = {"name": name, "created": utcnow(), **{c: "" for c in BUILD_COLUMNS}, **columns, "metadata": extra}
+            new_id = conn.execute(self._insert_ignore(builds, ["name"]).values(**values)
+                                  .returning(builds.c.id)).scalar_one_or_none()
+            if new_id is not None:
+                return new_id
+            # Another writer created it between our select and insert.
+            row = conn.execute(select(builds).where(builds.c.name == name)).mappings().one()
+        if not append:
+            raise UserError(f"build {name!r} already exists; pass --append to add to it or choose another --build name")
+        changes = {c: v for c, v in columns.items() if v and not row[c]}
+        merged = {**(row["metadata"] or {}), **extra}
+        if merged != (row["metadata"] or {}):
+            changes["metadata"] = merged
+        if changes:
+            conn.execute(update(builds).where(builds.c.id == row["id"]).values(**changes))
+        return row["id"]
+
+    # -- runs ----------------------------------------------------------------------------
+    def start_run(self, build: str | int, suite: str = "", selection: str = "", shard: str = "",
+                  host: str = "", command: str = "", conn: Connection | None = None) -> int:
+        if conn is None:
+            with self.write() as c:
+                return self.start_run(build, suite, selection, shard, host, command, conn=c)
+        build_id = build if isinstance(build, int) else self.build_id(build, conn)
+        values = dict(build_id=build_id, suite=suite or "", selection=_text(selection), shard=str(shard or ""),
+                      host=host or "", command=_text(command), started=utcnow(), n_results=0)
+        return conn.execute(runs.insert().values(**values).returning(runs.c.id)).scalar_one()
+
+    def finish_run(self, run_id: int, exit_status: int, conn: Connection | None = None) -> None:
+        if conn is None:
+            with self.write() as c:
+                return self.finish_run(run_id, exit_status, conn=c)
+        conn.execute(update(runs).where(runs.c.id == run_id).values(ended=utcnow(), exit_status=int(exit_status)))
+
+    # -- outcomes ------------------------------------------------------------------------
+    def add_outcomes(self, run_id: int, outcomes: Iterable[Outcome], conn: Connection | None = None) -> int:
+        """Store a batch of outcomes for ``run_id`` in one transaction; returns how many."""
+        outcomes = list(outcomes)
+        if not outcomes:
+            return 0
+        if conn is None:
+            with self.write() as c:
+                return self.add_outcomes(run_id, outcomes, conn=c)
+        build_id = conn.execute(select(runs.c.build_id).where(runs.c.id == run_id)).scalar_one_or_none()
+        if build_id is None:
+            raise UserError(f"unknown run id {run_id}; start a run with Store.start_run first")
+        pks = self._test_pk_map(conn, outcomes)
+        rows = [(build_id, run_id, pks[o.test_id], int(o.attempt or 1), o.outcome, o.kind or "",
+                 o.missing_op or "", " ".join(o.fallback_ops or ()), o.skiplist_entry or "",
+                 o.device or "", float(o.duration or 0.0), o.message or "", o.repro or "")
+                for o in outcomes]
+        self._bulk_insert(conn, "results", RESULT_COLUMNS, rows)
+        conn.execute(update(runs).where(runs.c.id == run_id).values(n_results=runs.c.n_results + len(rows)))
+        return len(rows)
+
+    def _test_pk_map(self, conn: Connection, outcomes: list[Outcome]) -> dict[str, int]:
+        """tests.id for every test id in the batch, inserting the unseen ones."""
+        wanted: dict[str, Outcome] = {}
+        for o in outcomes:
+            if o.test_id not in self._test_pks and o.test_id not in wanted:
+                wanted[o.test_id] = o
+        if wanted:
+            self._lookup_tests(conn, list(wanted))
+            new = [wanted[t] for t in wanted if t not in self._test_pks]
+            if new:
+                rows = [(o.test_id, o.suite or "", o.file or "", o.cls or "", o.name or "", o.op or "",
+                         o.variant or "", o.dtype or "") for o in new]
+                # ON CONFLICT: another writer (a shard on PostgreSQL) may add the same test meanwhile.
+                self._bulk_insert(conn, "tests", TEST_COLUMNS, rows, ignore_conflict="test_id")
+                self._lookup_tests(conn, [o.test_id for o in new])
+        return self._test_pks
+
+    def _lookup_tests(self, conn: Connection, test_ids: list[str]) -> None:
+        for i in range(0, len(test_ids), LOOKUP_CHUNK):
+            chunk = test_ids[i:i + LOOKUP_CHUNK]
+            for pk, tid in conn.execute(select(tests.c.id, tests.c.test_id).where(tests.c.test_id.in_(chunk))):
+                self._test_pks[tid] = pk
+
+    def _bulk_insert(self, conn: Connection, table: str, columns, rows: list[tuple], ignore_conflict: str = "") -> None:
+        """The fast path: the driver's own executemany (SQLite) or COPY (PostgreSQL)."""
+        cols = ", ".join(f'"{c}"' for c in columns)
+        if self.dialect == "postgresql" and not ignore_conflict:
+            cursor = conn.connection.driver_connection.cursor()
+            with cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        marks = ", ".join(["?" if self.dialect == "sqlite" else "%s"] * len(columns))
+        conflict = f" ON CONFLICT ({ignore_conflict}) DO NOTHING" if ignore_conflict else ""
+        conn.exec_driver_sql(f"INSERT INTO {table} ({cols}) VALUES ({marks}){conflict}", rows)
+
+    def _insert_ignore(self, table, keys):
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        return insert(table).on_conflict_do_nothing(index_elements=keys)
+
+    # -- maintenance -------------------------------------------------------------------
+    def delete_build(self, name: str) -> None:
+        """Remove a build with its runs and results (tests stay: they are shared)."""
+        with self.write() as conn:
+            build_id = self.build_id(name, conn)
+            conn.execute(results.delete().where(results.c.build_id == build_id))
+            conn.execute(runs.delete().where(runs.c.build_id == build_id))
+            conn.execute(builds.delete().where(builds.c.id == build_id))
+
+
+def _text(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _split_metadata(metadata: dict) -> tuple[dict, dict]:
+    columns, extra = {}, {}
+    for key, value in metadata.items():
+        if value is None:
+            continue
+        key = _BUILD_ALIASES.get(key, key)
+        if key in BUILD_COLUMNS:
+            columns[key] = str(value)
+        else:
+            # The JSON column only takes JSON; anything odd is stored as its text.
+            try:
+                json.dumps(value)
+                extra[key] = value
+            except (TypeError, ValueError):
+                extra[key] = str(value)
+    return columns, extra
+
+
+# -- opening ------------------------------------------------------------------------------
+def _sqlite_engine(url: str) -> Engine:
+    path = make_url(url).database
+    if path and path != ":memory:":
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise UserError(f"cannot open database {url}: folder {folder} does not exist; create it or pass another --db")
+    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):
+        # Let SQLAlchemy's begin event below decide how transactions start.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT * 1000}")
+        cur.execute("PRAGMA synchronous=NORMAL")  # safe with WAL; a crash loses at most the last commit
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        # Writers take the lock at BEGIN, so two writers never deadlock upgrading a read lock.
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("tc_write") else "BEGIN")
+
+    return engine
+
+
+def make_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        raise UserError(f"bad database URL {mask_password(url)!r}; pass a file path or a URL such as "
+                        "postgresql+psycopg://user:pass@host/db") from None
+    backend = parsed.get_backend_name()
+    try:
+        if backend == "sqlite":
+            return _sqlite_engine(url)
+        if backend == "postgresql":
+            return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+    except NoSuchModuleError:
+        pass
+    except ImportError as exc:
+        raise UserError(f"database driver for {backend} is missing ({exc}); install it with "
+                        "`pip install 'torchconform[postgres]'`") from None
+    raise UserError(f"unsupported database URL {mask_password(url)!r}; use a SQLite path or postgresql+psycopg://...")
+
+
+def open_store(url: str | None = None, create: bool = True, check_schema: bool = True) -> Store:
+    """Open the store at ``url`` (``--db`` / $TORCHCONFORM_DB / ./torchconform.db).
+
+    A database with no schema is created at the current revision (when
+    ``create``); an older schema asks for ``torchconform db upgrade``, a newer
+    one for a newer torchconform.  Connection failures become one-line
+    UserErrors with the password masked.
+    """
+    url = db_url(url)
+    if not create and url.startswith("sqlite"):
+        path = make_url(url).database
+        if path and path != ":memory:" and not os.path.exists(path):
+            raise UserError(f"no database at {path}; store a run first (`torchconform run` or `torchconform ingest`) "
+                            "or pass --db / $TORCHCONFORM_DB")
+    engine = make_engine(url)
+    store = Store(engine, url)
+    try:
+        with engine.connect() as conn:
+            revision = migrate.current_revision(conn)
+            has_tables = bool(set(inspect(conn).get_table_names()) & {"builds", "results"})
+    except UserError:
+        engine.dispose()
+        raise
+    except (DBAPIError, SQLAlchemyError, OSError) as exc:
+        engine.dispose()
+        raise UserError(f"cannot open database {mask_password(url)}: {mask_password(_first_line(exc))}; "
+                        "check --db / $TORCHCONFORM_DB and that the database server is reachable") from None
+    if not check_schema:
+        return store
+    if revision is None:
+        if has_tables:
+            engine.dispose()
+            raise UserError(f"database {mask_password(url)} has tables but no torchconform schema version; "
+                            "point --db at a torchconform database or a new file")
+        if not create:
+            engine.dispose()
+            raise UserError(f"database {mask_password(url)} has no torchconform schema; "
+                            "run `torchconform db upgrade` to create it")
+        upgrade_schema(store)
+        return store
+    check_revision(revision, url, engine)
+    return store
+
+
+def check_revision(revision: str, url: str, engine: Engine | None = None) -> None:
+    if revision == HEAD_REVISION:
+        return
+    if engine is not None:
+        engine.dispose()
+    if revision not in migrate.known_revisions():
+        raise UserError(f"database {mask_password(url)} has schema {revision}, newer than this torchconform "
+                        f"(which knows up to {HEAD_REVISION}); upgrade torchconform to read it")
+    raise UserError(f"database {mask_password(url)} has an older schema ({revision}, this torchconform needs "
+                    f"{HEAD_REVISION}); run `torchconform db upgrade --db {mask_password(url)}` first")
+
+
+def upgrade_schema(store: Store, revision: str = "head") -> tuple[str | None, str]:
+    """Migrate ``store`` to ``revision``; returns (before, after).  Safe when run concurrently."""
+    with store.engine.connect() as conn:
+        conn.execution_options(tc_write=True)
+        with conn.begin():
+            if store.dialect == "postgresql":
+                # Serialise concurrent creators (parallel shards on an empty database).
+                conn.exec_driver_sql("SELECT pg_advisory_xact_lock(74201)")
+            before = migrate.current_revision(conn)
+            if before is not None and before not in migrate.known_revisions():
+                check_revision(before, store.url)
+            migrate.upgrade_connection(conn, revision)
+            after = migrate.current_revision(conn)
+    return before, after

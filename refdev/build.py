@@ -1,0 +1,144 @@
+"""Compile (once) and import refdev's C++ core.
+
+The extension is built with ``torch.utils.cpp_extension.load`` on first use,
+never at install time: an isolated pip build environment would link against a
+different torch.  Builds are cached under a user cache directory, one folder
+per (torch version, torch git hash, source hash, compiler), so a build made for
+another torch can never be loaded.  A cross-process file lock makes concurrent
+first loads (pytest-xdist workers) build once and wait for each other.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import os
+import shutil
+import sys
+
+from torchconform.errors import UserError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCES = [os.path.join(HERE, "csrc", "refdev.cpp")]
+CACHE_ENV = "TORCHCONFORM_REFDEV_CACHE"
+DONE = "built.ok"
+
+
+def cache_root() -> str:
+    """$TORCHCONFORM_REFDEV_CACHE, else $XDG_CACHE_HOME/torchconform/refdev (~/.cache/...)."""
+    if os.environ.get(CACHE_ENV):
+        return os.path.abspath(os.path.expanduser(os.environ[CACHE_ENV]))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "torchconform", "refdev")
+
+
+def find_compiler() -> str | None:
+    """Path of the C++ compiler cpp_extension will use ($CXX, else c++), or None."""
+    return shutil.which(os.environ.get("CXX", "c++"))
+
+
+def ninja_on_path() -> str | None:
+    """Put the ``ninja`` package's binary folder on PATH; return the ninja found, if any."""
+    try:
+        import ninja
+
+        bin_dir = ninja.BIN_DIR
+        if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    except ImportError:
+        pass
+    return shutil.which("ninja")
+
+
+def build_key(compiler: str) -> str:
+    import torch
+
+    h = hashlib.sha256()
+    for path in SOURCES:
+        with open(path, "rb") as f:
+            h.update(f.read())
+    h.update(torch.__version__.encode())
+    h.update(str(getattr(torch.version, "git_version", "")).encode())
+    h.update(os.path.realpath(compiler).encode())
+    h.update(sys.version.encode())
+    return h.hexdigest()[:16]
+
+
+def _import_so(name: str, path: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _find_so(build_dir: str, name: str) -> str | None:
+    for entry in os.listdir(build_dir):
+        if entry.startswith(name) and entry.endswith(".so"):
+            return os.path.join(build_dir, entry)
+    return None
+
+
+def load_extension(verbose: bool = False):
+    """Return the compiled ``refdev`` extension module, building it if needed."""
+    import torch  # noqa: F401  (libtorch symbols must be loaded first)
+
+    compiler = find_compiler()
+    if compiler is None:
+        raise UserError(
+            f"no C++ compiler found (looked for {os.environ.get('CXX', 'c++')!r}) to build the refdev device; "
+            "install one (apt-get install g++) or point $CXX at it"
+        )
+    key = build_key(compiler)
+    name = f"torchconform_refdev_{key}"
+    build_dir = os.path.join(cache_root(), key)
+    done = os.path.join(build_dir, DONE)
+    if os.path.exists(done):
+        so = _find_so(build_dir, name)
+        if so:
+            return _import_so(name, so)
+    if ninja_on_path() is None:
+        raise UserError("ninja not found to build the refdev device; install it (pip install ninja)")
+    os.makedirs(build_dir, exist_ok=True)
+    # flock (not only cpp_extension's FileBaton): released by the kernel if a
+    # builder dies, so a crashed build never leaves the others waiting forever.
+    with open(os.path.join(build_dir, "build.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not os.path.exists(done):
+                from torch.utils import cpp_extension
+
+                # Holding the flock, nobody else is building here: a FileBaton
+                # left by a killed build would make cpp_extension wait forever.
+                stale = os.path.join(build_dir, "lock")
+                if os.path.exists(stale):
+                    os.remove(stale)
+
+                try:
+                    module = cpp_extension.load(
+                        name=name,
+                        sources=SOURCES,
+                        build_directory=build_dir,
+                        extra_cflags=["-O2"],
+                        verbose=verbose,
+                    )
+                except (RuntimeError, OSError, subprocess_error()) as exc:
+                    raise UserError(
+                        f"building the refdev device failed in {build_dir}: {str(exc).splitlines()[0] if str(exc) else exc!r}; "
+                        "check the compiler (g++) and rerun with TORCHCONFORM_REFDEV_VERBOSE=1"
+                    ) from exc
+                with open(done + ".tmp", "w") as f:
+                    f.write(key + "\n")
+                os.replace(done + ".tmp", done)
+                return module
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    so = _find_so(build_dir, name)
+    if so is None:
+        raise UserError(f"refdev build cache {build_dir} is incomplete; delete that folder and rerun")
+    return _import_so(name, so)
+
+
+def subprocess_error():
+    import subprocess
+
+    return subprocess.CalledProcessError

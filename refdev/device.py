@@ -1,0 +1,152 @@
+"""The device module registered as ``torch.<name>`` (``torch.refdev`` by default).
+
+Mirrors the parts of ``torch.cuda`` that device-generic code calls: counts,
+current device, seeding and RNG state, memory statistics.  Memory is host RAM
+allocated per tensor (no caching allocator), so "reserved" equals "allocated".
+"""
+from __future__ import annotations
+
+import contextlib
+
+
+def _ext():
+    from torchconform import refdev
+
+    return refdev._extension()
+
+
+def _index(device=None) -> int:
+    """Device index from None / int / str / torch.device (None: current device)."""
+    import torch
+
+    if device is None:
+        return _ext().current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    return device.index if device.index is not None else _ext().current_device()
+
+
+def is_available() -> bool:
+    return True
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def _lazy_init() -> None:
+    pass
+
+
+def device_count() -> int:
+    return _ext().device_count()
+
+
+def current_device() -> int:
+    return _ext().current_device()
+
+
+def set_device(device) -> None:
+    _ext().set_device(_index(device))
+
+
+@contextlib.contextmanager
+def device(dev):
+    """Context manager that makes ``dev`` the current device."""
+    previous = current_device()
+    set_device(dev)
+    try:
+        yield
+    finally:
+        set_device(previous)
+
+
+def synchronize(device=None) -> None:
+    """Every kernel runs synchronously on the host: nothing to wait for."""
+    _index(device)
+
+
+def manual_seed(seed: int) -> None:
+    _ext().manual_seed(current_device(), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def manual_seed_all(seed: int) -> None:
+    for i in range(device_count()):
+        _ext().manual_seed(i, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def seed() -> None:
+    _ext().seed(current_device())
+
+
+def seed_all() -> None:
+    for i in range(device_count()):
+        _ext().seed(i)
+
+
+def initial_seed() -> int:
+    return _ext().initial_seed(current_device())
+
+
+def get_rng_state(device=None):
+    return _ext().get_rng_state(_index(device))
+
+
+def set_rng_state(new_state, device=None) -> None:
+    _ext().set_rng_state(_index(device), new_state)
+
+
+def get_rng_state_all():
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(states) -> None:
+    for i, state in enumerate(states):
+        set_rng_state(state, i)
+
+
+def memory_allocated(device=None) -> int:
+    return _ext().memory_allocated(_index(device))
+
+
+def max_memory_allocated(device=None) -> int:
+    return _ext().max_memory_allocated(_index(device))
+
+
+def memory_reserved(device=None) -> int:
+    return memory_allocated(device)
+
+
+def max_memory_reserved(device=None) -> int:
+    return max_memory_allocated(device)
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _ext().reset_peak_memory_stats(_index(device))
+
+
+def memory_stats(device=None) -> dict:
+    i = _index(device)
+    return {
+        "allocated_bytes.all.current": _ext().memory_allocated(i),
+        "allocated_bytes.all.peak": _ext().max_memory_allocated(i),
+        "reserved_bytes.all.current": _ext().memory_allocated(i),
+        "reserved_bytes.all.peak": _ext().max_memory_allocated(i),
+        "num_alloc_retries": 0,
+        "allocation.all.allocated": _ext().num_allocs(i),
+    }
+
+
+def empty_cache() -> None:
+    """No cache to empty: freed tensors return their memory immediately."""
+
+
+def get_amp_supported_dtype():
+    import torch
+
+    return [torch.float16, torch.bfloat16]

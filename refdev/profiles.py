@@ -1,0 +1,221 @@
+"""refdev profiles: which operators the reference device implements, runs
+through a CPU fallback, or lacks.
+
+A profile is a YAML file (shipped ones live in refdev/profiles/).  The operator
+universe is every ``aten`` overload that has a CPU kernel and no composite
+kernel (composite kernels already run on any backend by decomposing), plus the
+operators that need a direct registration (convolution).  From that universe:
+
+* ``missing``: operators whose *base name* (``aten::add`` for ``aten::add.out``)
+  falls in the profile's hash share, plus explicitly listed ones.  The hash is
+  sha1(salt + ":" + base name), so the choice is stable across runs, machines
+  and torch versions, and all overloads of one operator go missing together,
+  as they do on a real young backend.
+* ``fallback``: listed operators; they compute but warn and are counted.
+* operators producing non-strided tensors (sparse, quantized, mkldnn, nested)
+  are missing in every profile (``NON_STRIDED``).
+* precedence: non-strided > always_on > missing.ops > fallback.ops > the hash share.
+* ``always_on``: never missing or fallback, whatever the hash says: what tensor
+  creation, printing, copies and PyTorch's comparison helpers need.
+* everything else is ``implemented``.
+
+An entry without an overload (``aten::nonzero``) names every overload of that
+operator; one with an overload (``aten::add.out``) names just that one.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+
+import yaml
+
+from torchconform.errors import UserError
+
+PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
+DEFAULT_PROFILE = "young-backend"
+
+# Registered directly in C++ (refdev.cpp): always implemented, never hashed.
+NATIVE_OPS = (
+    "aten::empty.memory_format", "aten::empty_strided", "aten::as_strided", "aten::view",
+    "aten::_reshape_alias", "aten::unfold", "aten::view_as_real", "aten::view_as_complex",
+    "aten::resize_", "aten::set_.source_Storage_storage_offset", "aten::set_.source_Storage",
+    "aten::set_.source_Tensor", "aten::set_", "aten::_copy_from", "aten::_copy_from_and_resize",
+    "aten::_local_scalar_dense",
+)
+# Composite on CPU, but PrivateUse1 must compute them directly: their
+# decompositions pick a backend-specific path that does not exist for PU1.
+FORCED_OPS = ("aten::convolution", "aten::convolution_backward")
+# Operators that produce sparse, quantized, mkldnn or nested tensors: refdev
+# holds strided tensors only, so these are missing in every profile (an honest
+# dispatcher error instead of a confusing failure when wrapping the result).
+NON_STRIDED = re.compile(r"sparse|^aten::quantize_per|^aten::_make_per_|^aten::to_mkldnn|^aten::_nested_|^aten::dequantize")
+_COMPOSITE_KEYS = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional", "CompositeImplicitAutograd")
+_KEYS = {"name", "description", "missing", "fallback", "always_on", "traits"}
+_MISSING_KEYS = {"share_percent", "salt", "ops"}
+_FALLBACK_KEYS = {"ops"}
+TRAITS = {"float64_as_float32": False, "copies_noncontiguous": False}
+_OP_NAME = re.compile(r"^aten::[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$")
+
+
+@dataclass
+class Profile:
+    name: str
+    path: str
+    description: str = ""
+    share_percent: float = 0.0
+    salt: str = ""
+    missing_ops: list[str] = field(default_factory=list)
+    fallback_ops: list[str] = field(default_factory=list)
+    always_on: list[str] = field(default_factory=list)
+    traits: dict = field(default_factory=lambda: dict(TRAITS))
+
+
+def available() -> list[str]:
+    return sorted(f[:-5] for f in os.listdir(PROFILE_DIR) if f.endswith(".yaml"))
+
+
+def profile_path(name_or_path: str) -> str:
+    """A shipped profile's file, or the given YAML path; UserError if neither."""
+    if os.sep in name_or_path or name_or_path.endswith((".yaml", ".yml")):
+        if not os.path.isfile(name_or_path):
+            raise UserError(f"refdev profile file {name_or_path} not found; pass an existing YAML file or one of: {', '.join(available())}")
+        return os.path.abspath(name_or_path)
+    path = os.path.join(PROFILE_DIR, name_or_path + ".yaml")
+    if not os.path.isfile(path):
+        raise UserError(f"unknown refdev profile {name_or_path!r}; use one of: {', '.join(available())} or a path to a YAML file")
+    return path
+
+
+def _bad(path: str, problem: str) -> UserError:
+    return UserError(f"refdev profile {path}: {problem}; fix the file (format: see {os.path.join(PROFILE_DIR, 'full.yaml')})")
+
+
+def _op_list(path: str, value, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _bad(path, f"'{where}' must be a list of operator names like aten::add.out")
+    for v in value:
+        if not _OP_NAME.match(v):
+            raise _bad(path, f"'{where}' entry {v!r} is not an operator name like aten::add or aten::add.out")
+    return list(value)
+
+
+def load_profile(name_or_path: str | None = None) -> Profile:
+    """Read and validate a profile by shipped name or YAML path."""
+    path = profile_path(name_or_path or os.environ.get("TORCHCONFORM_REFDEV_PROFILE") or DEFAULT_PROFILE)
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise _bad(path, f"malformed YAML{where} ({getattr(exc, 'problem', None) or exc})") from None
+    except OSError as exc:
+        raise UserError(f"cannot read refdev profile {path}: {exc.strerror}; check the path and permissions") from None
+    if not isinstance(data, dict):
+        raise _bad(path, "top level must be a mapping with keys " + ", ".join(sorted(_KEYS)))
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise _bad(path, f"unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_KEYS))}")
+    missing = data.get("missing") or {}
+    fallback = data.get("fallback") or {}
+    if not isinstance(missing, dict) or set(missing) - _MISSING_KEYS:
+        raise _bad(path, f"'missing' must be a mapping with keys {', '.join(sorted(_MISSING_KEYS))}")
+    if not isinstance(fallback, dict) or set(fallback) - _FALLBACK_KEYS:
+        raise _bad(path, "'fallback' must be a mapping with the key ops")
+    share = missing.get("share_percent", 0)
+    if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 <= share <= 100:
+        raise _bad(path, "'missing.share_percent' must be a number from 0 to 100")
+    traits = dict(TRAITS)
+    raw_traits = data.get("traits") or {}
+    if not isinstance(raw_traits, dict):
+        raise _bad(path, "'traits' must be a mapping")
+    for key, value in raw_traits.items():
+        if key not in TRAITS:
+            raise _bad(path, f"unknown trait {key!r}; known: {', '.join(TRAITS)}")
+        if not isinstance(value, bool):
+            raise _bad(path, f"trait {key!r} must be true or false")
+        traits[key] = value
+    return Profile(
+        name=str(data.get("name") or os.path.splitext(os.path.basename(path))[0]),
+        path=path,
+        description=str(data.get("description") or ""),
+        share_percent=float(share),
+        salt=str(missing.get("salt") or ""),
+        missing_ops=_op_list(path, missing.get("ops"), "missing.ops"),
+        fallback_ops=_op_list(path, fallback.get("ops"), "fallback.ops"),
+        always_on=_op_list(path, data.get("always_on"), "always_on"),
+        traits=traits,
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def op_universe() -> tuple[str, ...]:
+    """aten overloads that need a PrivateUse1 kernel to run on refdev (see module doc)."""
+    import torch
+
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    out = set()
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith("aten::") or name in NATIVE_OPS:
+            continue
+        if name in FORCED_OPS:
+            out.add(name)
+        elif has(name, "CPU") and not any(has(name, k) for k in _COMPOSITE_KEYS):
+            out.add(name)
+    return tuple(sorted(out))
+
+
+def base_name(op: str) -> str:
+    return op.split(".", 1)[0]
+
+
+def _matches(op: str, entries: set[str]) -> bool:
+    return op in entries or base_name(op) in entries
+
+
+def in_hash_share(op: str, salt: str, share_percent: float) -> bool:
+    """The deterministic rule: sha1(salt:base name) lands in the first share_percent of 10000 buckets."""
+    digest = hashlib.sha1(f"{salt}:{base_name(op)}".encode()).hexdigest()
+    return int(digest[:8], 16) % 10000 < share_percent * 100
+
+
+@dataclass
+class Resolved:
+    profile: Profile
+    implemented: list[str]
+    fallback: list[str]
+    missing: list[str]
+
+    @property
+    def implemented_computed(self) -> list[str]:
+        """Implemented operators that get the boxed CPU-compute kernel (not the C++ native ones)."""
+        native = set(NATIVE_OPS)
+        return [op for op in self.implemented if op not in native]
+
+
+def resolve(profile: Profile) -> Resolved:
+    """Split the operator universe into implemented / fallback / missing for ``profile``."""
+    always = set(profile.always_on)
+    explicit_missing = set(profile.missing_ops)
+    fallback_entries = set(profile.fallback_ops)
+    implemented, fallback, missing = [], [], []
+    for op in op_universe():
+        if NON_STRIDED.search(op):
+            missing.append(op)
+        elif _matches(op, always):
+            implemented.append(op)
+        elif _matches(op, explicit_missing):
+            missing.append(op)
+        elif _matches(op, fallback_entries):
+            fallback.append(op)
+        elif profile.share_percent and in_hash_share(op, profile.salt, profile.share_percent):
+            missing.append(op)
+        else:
+            implemented.append(op)
+    implemented = sorted(set(implemented) | set(NATIVE_OPS))
+    return Resolved(profile, implemented, sorted(fallback), sorted(missing))

@@ -1,0 +1,170 @@
+"""Backend profiles: how to load a backend and how to recognise its messages.
+
+One small YAML per backend lives in ``skiplists/<backend>/profile.yaml``.  The
+plugin and the classifier read only the :class:`BackendProfile` built here, so a
+new backend is a new YAML file, not new code.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from torchconform.errors import UserError
+
+PROFILE_DIR = Path(__file__).resolve().parent
+
+# Messages every PyTorch backend shares: the dispatcher's "no kernel" error and
+# the usual CPU-fallback warning.  A profile adds its own on top of these.
+GENERIC_MISSING_OP = [
+    r"Could not run '(?P<op>[\w:]+(?:\.\w+)?)' with arguments from the '(?P<backend>\w+)' backend",
+    r"The operator '(?P<op>[\w:]+(?:\.\w+)?)' is not currently implemented for the (?P<backend>\w+) device",
+    # ATen's hooks for out-of-tree backends (convolution on PrivateUse1 without a
+    # registered kernel ends here); they name no backend, so they match any device.
+    r"(?<![\w.])(?P<op>\w+_overrideable) not implemented\. You are likely triggering this with tensor backend other than",
+]
+GENERIC_FALLBACK = [
+    r"The operator '(?P<op>[\w:]+(?:\.\w+)?)' is not currently supported on the (?P<backend>\w+) backend "
+    r"and will fall back to run on the CPU",
+]
+
+_KNOWN_KEYS = {
+    "name", "device", "backend_module", "setup", "compile_backend", "backend_names",
+    "missing_op_patterns", "fallback_patterns", "unsupported_dtype_patterns",
+    "fallback_counter", "fallback_reset", "dtype_policy", "worker_env", "env", "description",
+}
+
+
+@dataclass
+class BackendProfile:
+    name: str
+    device: str
+    backend_module: str = ""
+    setup: str = ""                    # "module:function" called once per process after import
+    compile_backend: str = "inductor"
+    # Dispatch-key spellings that belong to this backend (``PrivateUse1``,
+    # ``AutogradPrivateUse1``, ``refdev``...).  A dispatcher error naming any
+    # other backend (e.g. ``CPU`` while computing the reference) is not this
+    # backend's missing operator.  Empty means "any backend".
+    backend_names: list[str] = field(default_factory=list)
+    missing_op_patterns: list[str] = field(default_factory=list)
+    fallback_patterns: list[str] = field(default_factory=list)
+    unsupported_dtype_patterns: list[str] = field(default_factory=list)
+    fallback_counter: str = ""         # "module:function" -> {op: count}
+    fallback_reset: str = ""           # "module:function"
+    # {"unsupported": [dtype, ...], "downcast": {from: to}}: unsupported dtypes
+    # are skipped at collection as skip_backend/unsupported_dtype.
+    dtype_policy: dict = field(default_factory=dict)
+    worker_env: str = ""               # variable pinning an xdist worker to one device index
+    env: dict = field(default_factory=dict)  # extra environment set before the backend loads
+    description: str = ""
+    path: str = ""
+
+    def __post_init__(self):
+        self._missing = [re.compile(p) for p in GENERIC_MISSING_OP + list(self.missing_op_patterns)]
+        self._fallback = [re.compile(p) for p in GENERIC_FALLBACK + list(self.fallback_patterns)]
+        self._dtype = [re.compile(p) for p in self.unsupported_dtype_patterns]
+        self._names = {n.lower() for n in self.backend_names}
+
+    # -- recognisers -------------------------------------------------------
+    def owns_backend(self, backend: str | None) -> bool:
+        """Does a dispatcher message naming ``backend`` concern this device?"""
+        if not self._names or not backend:
+            return True
+        b = backend.lower()
+        for prefix in ("autograd", "sparse", "quantized", "nested"):
+            if b.startswith(prefix) and b[len(prefix):] in self._names:
+                return True
+        return b in self._names
+
+    def find_missing_ops(self, text: str) -> list[str]:
+        """Operators the dispatcher says this backend lacks, in order of appearance."""
+        found: list[tuple[int, str]] = []
+        for rx in self._missing:
+            for m in rx.finditer(text or ""):
+                backend = m.groupdict().get("backend")
+                if self.owns_backend(backend):
+                    found.append((m.start(), _qualify(m.group("op"))))
+        seen, out = set(), []
+        for _, op in sorted(found):
+            if op not in seen:
+                seen.add(op)
+                out.append(op)
+        return out
+
+    def find_fallback_ops(self, text: str) -> list[str]:
+        ops = []
+        for rx in self._fallback:
+            for m in rx.finditer(text or ""):
+                op = _qualify(m.group("op"))
+                if op not in ops:
+                    ops.append(op)
+        return ops
+
+    def matches_unsupported_dtype(self, text: str) -> bool:
+        return any(rx.search(text or "") for rx in self._dtype)
+
+    @property
+    def unsupported_dtypes(self) -> set[str]:
+        return {str(d).replace("torch.", "") for d in self.dtype_policy.get("unsupported", []) or []}
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in sorted(_KNOWN_KEYS) if hasattr(self, k)} | {"path": self.path}
+
+
+def _qualify(op: str) -> str:
+    return op if "::" in op else "aten::" + op
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.parent.name for p in PROFILE_DIR.glob("*/profile.yaml"))
+
+
+def generic_profile() -> BackendProfile:
+    """A profile that recognises the shared messages for any backend (used by ingest without a profile)."""
+    return BackendProfile(name="generic", device="")
+
+
+def load_profile(name_or_path: str | os.PathLike) -> BackendProfile:
+    """Load ``skiplists/<name>/profile.yaml`` or a YAML file given by path."""
+    text = str(name_or_path)
+    if os.sep in text or text.endswith((".yaml", ".yml")) or os.path.isfile(text):
+        path = Path(text)
+    else:
+        path = PROFILE_DIR / text / "profile.yaml"
+    if not path.is_file():
+        raise UserError(
+            f"backend profile {text!r} not found ({path}); use one of {', '.join(available_profiles())} "
+            "or a path to a profile.yaml"
+        )
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise UserError(f"malformed backend profile {where}: {getattr(exc, 'problem', exc)}; fix the YAML")
+    if not isinstance(data, dict):
+        raise UserError(f"backend profile {path} must be a mapping of keys; see skiplists/refdev/profile.yaml")
+    unknown = sorted(set(data) - _KNOWN_KEYS)
+    if unknown:
+        raise UserError(f"backend profile {path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_KNOWN_KEYS))}")
+    if not data.get("device"):
+        raise UserError(f"backend profile {path}: missing 'device'; name the torch device type, e.g. device: refdev")
+    data.setdefault("name", path.parent.name)
+    for key in ("missing_op_patterns", "fallback_patterns", "unsupported_dtype_patterns"):
+        for pattern in data.get(key) or []:
+            try:
+                rx = re.compile(pattern)
+            except re.error as exc:
+                raise UserError(f"backend profile {path}: bad regex in {key}: {pattern!r} ({exc}); fix the pattern")
+            if key != "unsupported_dtype_patterns" and "op" not in rx.groupindex:
+                raise UserError(f"backend profile {path}: {key} pattern {pattern!r} needs a (?P<op>...) group")
+        data[key] = list(data.get(key) or [])
+    for key in ("backend_names",):
+        data[key] = [str(x) for x in data.get(key) or []]
+    data["dtype_policy"] = data.get("dtype_policy") or {}
+    data["env"] = {str(k): str(v) for k, v in (data.get("env") or {}).items()}
+    return BackendProfile(path=str(path), **{k: v for k, v in data.items() if v is not None})

@@ -1,0 +1,95 @@
+"""YAML loading that remembers where every value came from.
+
+PyYAML's ``safe_load`` forgets line numbers, and a skiplist error that does not
+name its line sends people hunting through a long file.  Here we compose the
+node tree ourselves and build plain dicts/lists that carry their position, and
+we refuse duplicate keys (plain YAML silently keeps the last one, which would
+hide a half-edited entry).
+"""
+from __future__ import annotations
+
+import yaml
+
+
+class YamlError(Exception):
+    """A YAML problem at ``path:line`` (1-based)."""
+
+    def __init__(self, path: str, line: int, message: str):
+        super().__init__(f"{path}:{line}: {message}")
+        self.path, self.line, self.message = path, line, message
+
+
+class PosDict(dict):
+    """A mapping with its own line and the line of each key."""
+
+    line: int = 0
+    key_lines: dict
+
+    def line_of(self, key) -> int:
+        return self.key_lines.get(key, self.line)
+
+
+class PosList(list):
+    line: int = 0
+    item_lines: list
+
+
+class _Constructor(yaml.constructor.SafeConstructor):
+    pass
+
+
+def _build(node, path: str, constructor: _Constructor):
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out = PosDict()
+        out.line, out.key_lines = line, {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise YamlError(path, key_node.start_mark.line + 1, "YAML merge keys (<<) are not supported in skiplists; write the fields out")
+            key = _build(key_node, path, constructor)
+            if isinstance(key, (dict, list)):
+                raise YamlError(path, key_node.start_mark.line + 1, "a mapping key must be a plain scalar")
+            if key in out:
+                raise YamlError(path, key_node.start_mark.line + 1,
+                                f"duplicate key {key!r} (first at line {out.key_lines[key]}); keep one")
+            out[key] = _build(value_node, path, constructor)
+            out.key_lines[key] = key_node.start_mark.line + 1
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        out = PosList(_build(child, path, constructor) for child in node.value)
+        out.line = line
+        out.item_lines = [child.start_mark.line + 1 for child in node.value]
+        return out
+    try:
+        return constructor.construct_object(node, deep=True)
+    except ValueError:
+        # e.g. 2026-13-01 looks like a date to YAML but is none; keep the text so
+        # that validation can say which field is wrong and where.
+        return node.value
+
+
+def load_yaml(path: str, text: str | None = None):
+    """Parse one YAML document from ``path`` (or ``text``) into Pos* containers."""
+    if text is None:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except FileNotFoundError:
+            raise YamlError(path, 0, "no such file; check the path") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise YamlError(path, 0, f"cannot read file ({exc}); check the path and that it is UTF-8 text") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 0
+        raise YamlError(path, line, f"invalid YAML: {exc.problem or exc.context}; fix the syntax") from None
+    except yaml.YAMLError as exc:
+        raise YamlError(path, 0, f"invalid YAML: {exc}; fix the syntax") from None
+    if node is None:
+        return None
+    try:
+        return _build(node, path, _Constructor())
+    except yaml.constructor.ConstructorError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise YamlError(path, mark.line + 1 if mark else 0, f"invalid value: {exc.problem}") from None

@@ -1,0 +1,118 @@
+"""Helpers every torchconform suite shares: the active profile, moving samples
+between device and CPU, tolerances under the profile's dtype policy, and the
+guard that turns a missing operator inside an expected-failure test into a
+backend skip (unittest's expectedFailure would otherwise swallow it)."""
+from __future__ import annotations
+
+import functools
+import os
+import unittest
+from contextlib import contextmanager
+
+import torch
+
+from torchconform.collectors.classify import (
+    NOT_EXECUTED_PREFIX, classify_exception, render_chain,
+)
+from torchconform.collectors.outcome import MISSING_OP
+
+
+@functools.lru_cache(maxsize=None)
+def active_profile():
+    """The backend profile the plugin set up (TORCHCONFORM_PROFILE), else the device's."""
+    from torchconform.skiplists.profile import load_profile
+    path = os.environ.get("TORCHCONFORM_PROFILE") or os.environ.get("TORCHCONFORM_DEVICE") or "cpu"
+    return load_profile(path)
+
+
+def device_type() -> str:
+    return os.environ.get("TORCHCONFORM_DEVICE") or active_profile().device
+
+
+def compile_backend() -> str:
+    return active_profile().compile_backend
+
+
+def to_cpu(x):
+    """Detached CPU copy of every tensor in a (nested) structure; other values unchanged."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu()
+    if isinstance(x, (list, tuple)):
+        out = [to_cpu(v) for v in x]
+        return type(x)(out) if not hasattr(x, "_fields") else type(x)(*out)
+    if isinstance(x, dict):
+        return {k: to_cpu(v) for k, v in x.items()}
+    return x
+
+
+def cpu_leaf(x):
+    """CPU copy that is a fresh autograd leaf where the original required grad."""
+    if isinstance(x, torch.Tensor):
+        y = x.detach().cpu()
+        return y.requires_grad_(x.requires_grad) if (x.is_floating_point() or x.is_complex()) else y
+    if isinstance(x, (list, tuple)):
+        return type(x)(cpu_leaf(v) for v in x) if not hasattr(x, "_fields") else type(x)(*[cpu_leaf(v) for v in x])
+    if isinstance(x, dict):
+        return {k: cpu_leaf(v) for k, v in x.items()}
+    return x
+
+
+def tensors_in(x) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in tensors_in(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in tensors_in(v)]
+    return []
+
+
+def comparison_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype whose tolerances apply: the profile may document a downcast
+    (Neuron runs float64 as float32), so compare at the precision it promises."""
+    downcast = active_profile().dtype_policy.get("downcast") or {}
+    name = str(dtype).replace("torch.", "")
+    target = downcast.get(name)
+    return getattr(torch, target) if target else dtype
+
+
+def tolerances(dtype: torch.dtype) -> dict:
+    """atol/rtol for comparing device results with CPU (None: assertEqual's defaults)."""
+    cmp = comparison_dtype(dtype)
+    if cmp != dtype:
+        from torch.testing._comparison import default_tolerances
+        rtol, atol = default_tolerances(cmp)
+        return {"atol": atol, "rtol": rtol}
+    return {}
+
+
+def expecting_failure(test: unittest.TestCase) -> bool:
+    outcome = getattr(test, "_outcome", None)
+    return bool(getattr(outcome, "expecting_failure", False))
+
+
+@contextmanager
+def missing_op_guard(test: unittest.TestCase):
+    """Inside an expected-failure test, a missing operator is still a missing
+    operator: re-raise it as a skip carrying the dispatcher's text, so it is
+    classified skip_backend/missing_op instead of disappearing as xfail."""
+    try:
+        yield
+    except unittest.SkipTest:
+        raise
+    except Exception as exc:
+        if expecting_failure(test) and classify_exception(exc, active_profile()).kind == MISSING_OP:
+            raise unittest.SkipTest(render_chain(exc)) from exc
+        raise
+
+
+def check_executed(result, device: str) -> None:
+    """Compile-only or placeholder outputs are never a pass: every tensor a
+    compiled function returns must be a real tensor on the device under test."""
+    for t in tensors_in(result):
+        fake = type(t).__name__ in ("FakeTensor", "FunctionalTensor") or t.device.type == "meta"
+        if fake or t.device.type != torch.device(device).type:
+            raise unittest.SkipTest(
+                f"{NOT_EXECUTED_PREFIX} compiled output is a {type(t).__name__} on {t.device}, not a computed "
+                f"{device} tensor"
+            )

@@ -1,0 +1,212 @@
+"""Run one model on the device under test and classify each run.
+
+Per model there are up to three outcomes (``VARIANTS``):
+
+- ``eval``     forward in eval mode under no_grad
+- ``train``    one training step: forward in train mode (dropout zeroed by the
+               builder), a scalar loss, backward; compares loss and every
+               parameter gradient
+- ``compile``  forward of ``torch.compile(model, backend=<profile's compile
+               backend>)`` in eval mode
+
+Each is compared with the same model (same weights, same inputs) on CPU.  The
+CPU reference decides eligibility: a model that cannot be built, or whose CPU
+run fails, is ``skip_eligibility`` with that error; only then does the device
+run count.  Device errors go through the one classifier, so a missing
+operator is ``skip_backend/missing_op`` naming it.
+"""
+from __future__ import annotations
+
+import copy
+import time
+import warnings
+from typing import Callable
+
+from torchconform.collectors.outcome import PASS, PASS_FALLBACK, SKIP_ELIGIBILITY, Outcome
+from torchconform.suites.models import backend as backend_mod
+from torchconform.suites.models import catalog
+from torchconform.suites.models.compare import assert_same, flatten
+from torchconform.suites.models.spec import Unbuildable, split_model_id
+
+VARIANTS = ("eval", "train", "compile")
+SUITE = "models"
+
+
+def test_id(model_id: str, variant: str) -> str:
+    return f"{SUITE}::{model_id}::{variant}"
+
+
+def _zero_dropout(model) -> None:
+    """Train-mode randomness would make CPU and device differ for no fault of the device."""
+    for module in model.modules():
+        for attr in ("p", "drop_prob"):
+            value = getattr(module, attr, None)
+            if isinstance(value, float) and "drop" in type(module).__name__.lower():
+                setattr(module, attr, 0.0)
+
+
+def _to(value, device):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _to(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to(v, device) for v in value)
+    return value
+
+
+# -- the three runs; each returns {path: tensor} -----------------------------------------
+
+def run_eval(model, inputs, compile_backend=None) -> dict:
+    import torch
+
+    model.eval()
+    with torch.no_grad():
+        return flatten(model(**inputs))
+
+
+def run_train(model, inputs, compile_backend=None) -> dict:
+    import torch
+
+    model.train()
+    model.zero_grad(set_to_none=True)
+    out = flatten(model(**inputs))
+    terms = [t.float().mean() for t in out.values() if t.is_floating_point() and t.requires_grad]
+    if not terms:
+        raise RuntimeError("no differentiable output to train on")
+    loss = torch.stack(terms).sum()
+    loss.backward()
+    result = {"loss": loss.detach()}
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            result[f"grad.{name}"] = p.grad
+    return result
+
+
+def run_compile(model, inputs, compile_backend="eager") -> dict:
+    import torch
+
+    model.eval()
+    compiled = torch.compile(model, backend=compile_backend, fullgraph=False)
+    try:
+        with torch.no_grad():
+            return flatten(compiled(**inputs))
+    finally:
+        torch._dynamo.reset()
+
+
+_OOM_TEXT = ("can't allocate memory", "not enough memory", "out of memory")
+
+
+def _reraise_oom(exc: BaseException) -> None:
+    if isinstance(exc, MemoryError):
+        raise exc
+    text = str(exc)
+    if any(t in text for t in _OOM_TEXT):
+        raise MemoryError(text) from exc
+
+
+RUNS: dict[str, Callable] = {"eval": run_eval, "train": run_train, "compile": run_compile}
+
+
+def _outcome(model_id: str, variant: str, device: str, dtype: str, outcome: str, **fields) -> Outcome:
+    family, name = split_model_id(model_id)
+    return Outcome(
+        test_id=test_id(model_id, variant), outcome=outcome, suite=SUITE, file=family, cls=model_id,
+        name=variant, op=model_id, variant=variant, dtype=dtype, device=device,
+        repro=f"torchconform sweep --suite models --selection <file listing {model_id}> --device {device}",
+        **fields,
+    )
+
+
+def _device_run(variant, built, device, profile, compile_backend, seed) -> tuple[dict, list[str]]:
+    """Run ``variant`` on the device; returns results on CPU and the fallback operators seen."""
+    import torch
+
+    torch.manual_seed(seed)
+    backend_mod.reset_fallback_counts(profile)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = copy.deepcopy(built.model).to(device)
+        inputs = _to(built.inputs, device)
+        result = RUNS[variant](model, inputs, compile_backend)
+        result = {k: v.detach().cpu() for k, v in result.items()}
+    ops = sorted(backend_mod.fallback_counts(profile))
+    if not ops:
+        ops = profile.find_fallback_ops("\n".join(str(w.message) for w in caught))
+    return result, ops
+
+
+def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_backend: str | None = None,
+              seed: int = 0, emit: Callable[[str], None] | None = None,
+              on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """All outcomes of one model.  ``emit(variant)`` is called before each run starts
+    and ``on_outcome(outcome)`` after each ends (the sweep worker streams both, so
+    that a crash loses only the run it interrupted).
+
+    Running out of memory is not an outcome of the model but of the process:
+    ``MemoryError`` (and allocator failures) propagate, and the sweep worker
+    dies like the kernel's OOM killer would have killed it."""
+    import torch
+
+    from torchconform.collectors.classify import classify_exception
+
+    compile_backend = compile_backend or profile.compile_backend or "eager"
+    start = time.perf_counter()
+    try:
+        built = catalog.build(model_id, seed)
+        dtype = built.dtype
+        _zero_dropout(built.model)
+    except Unbuildable as exc:
+        took = time.perf_counter() - start
+        outcomes = [_outcome(model_id, v, device, "float32", SKIP_ELIGIBILITY, message=f"unconstructible: {exc}",
+                             duration=took / len(variants)) for v in variants]
+        for o in outcomes:
+            if on_outcome:
+                on_outcome(o)
+        return outcomes
+
+    # The build time belongs to the model: it is added to its first run, so
+    # that durations (used to balance shards) add up to the model's real cost.
+    build_time = time.perf_counter() - start
+    outcomes = []
+
+    def record(o: Outcome) -> None:
+        outcomes.append(o)
+        if on_outcome:
+            on_outcome(o)
+
+    reference: dict = {}
+    for variant in variants:
+        if emit:
+            emit(variant)
+        begin = time.perf_counter() - (build_time if not outcomes else 0.0)
+        # CPU reference: eager on CPU; the compiled run is compared with eager eval.
+        ref_kind = "eval" if variant == "compile" else variant
+        try:
+            if ref_kind not in reference:
+                torch.manual_seed(seed)
+                reference[ref_kind] = RUNS[ref_kind](copy.deepcopy(built.model), built.inputs)
+            expected = reference[ref_kind]
+        except Exception as exc:
+            _reraise_oom(exc)
+            record(_outcome(model_id, variant, device, dtype, SKIP_ELIGIBILITY,
+                                     message=f"CPU reference failed: {type(exc).__name__}: {exc}",
+                                     duration=time.perf_counter() - begin))
+            continue
+        try:
+            actual, fallback = _device_run(variant, built, device, profile, compile_backend, seed)
+            assert_same(actual, expected, variant)
+        except Exception as exc:
+            _reraise_oom(exc)
+            verdict = classify_exception(exc, profile)
+            record(_outcome(model_id, variant, device, dtype, verdict.outcome, kind=verdict.kind,
+                                     missing_op=verdict.missing_op, message=verdict.message,
+                                     skiplist_entry=verdict.skiplist_entry,
+                                     duration=time.perf_counter() - begin))
+            continue
+        record(_outcome(model_id, variant, device, dtype, PASS_FALLBACK if fallback else PASS,
+                                 fallback_ops=fallback, duration=time.perf_counter() - begin))
+    return outcomes

@@ -1,0 +1,90 @@
+"""Which OpInfos and dtypes the ops suite instantiates.
+
+``full``: every OpInfo in the wheel's ``op_db`` and every dtype it supports on
+the device (the nightly).
+
+``quick`` (the default; about 3 minutes on 2 cores with ``-n 2``) follows one
+fixed rule, so its numbers are comparable from build to build:
+
+* the OpInfos named in :data:`QUICK_OPS`, a fixed list of representatives for
+  every category of ``op_db`` (unary and binary elementwise, reductions, scans
+  and sorting, shape and view ops, indexing and scatter, linear algebra,
+  convolution / pooling / normalisation / activation / loss from
+  ``nn.functional``, special functions, creation and conversion);
+* dtypes: ``float32`` for every variant, plus ``float64`` and ``int64``
+  for ``compare_cpu`` (one wider float, one integer), where the op supports them;
+* every variant of the suite, with ``compile_compare_cpu`` on float32 only.
+
+The list is chosen by category, not by a device's results: it deliberately
+includes operators that young backends often lack (e.g. ``cdist``, anti-aliased
+upsampling) and ones that commonly fall back to CPU (scans, sorting,
+``nonzero``), and the special functions for which OpInfo declares an expected
+failure of ``test_compare_cpu``, so a quick run exercises every outcome class.
+Pick OpInfos by name instead with ``--tc-ops name,name`` (``TORCHCONFORM_OPS``).
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+QUICK_OPS = {
+    "unary": ["abs", "exp", "sin", "sigmoid", "sqrt", "erfinv", "frac", "nan_to_num"],
+    "binary": ["add", "mul", "div.no_rounding_mode", "pow", "maximum", "atan2", "fmod", "bitwise_and"],
+    "reduction": ["sum", "mean", "amax", "std", "prod", "logsumexp", "var_mean", "argmax"],
+    "scan_sort": ["cumsum", "cummax", "sort", "topk", "nonzero", "median", "kthvalue", "unique"],
+    "shape_view": ["reshape", "permute", "cat", "stack", "flip", "roll", "tril", "narrow"],
+    "indexing": ["index_select", "gather", "scatter", "index_add", "masked_fill", "take", "index_put", "__getitem__"],
+    "linalg": ["matmul", "mm", "addmm", "bmm", "linalg.vector_norm", "linalg.lu_factor", "cholesky", "cdist"],
+    "nn_conv_pool": ["nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
+                     "nn.functional.adaptive_avg_pool2d", "_upsample_bilinear2d_aa",
+                     "nn.functional.interpolate.nearest", "nn.functional.unfold", "nn.functional.pad.reflect"],
+    "nn_norm_act": ["nn.functional.layer_norm", "nn.functional.group_norm", "nn.functional.relu",
+                    "nn.functional.gelu", "nn.functional.silu", "softmax", "nn.functional.embedding",
+                    "nn.functional.hardtanh"],
+    "nn_loss": ["nn.functional.cross_entropy", "nn.functional.mse_loss", "nn.functional.l1_loss",
+                "nn.functional.binary_cross_entropy", "nn.functional.nll_loss"],
+    "special": ["special.zeta", "special.chebyshev_polynomial_t", "special.i0e", "special.erfcx", "polygamma.polygamma_n_0"],
+    "creation_conversion": ["zeros_like", "full_like", "arange", "linspace", "to", "float", "clone", "where"],
+}
+
+QUICK_EXTRA_COMPARE_DTYPES = (torch.float64, torch.int64)
+QUICK_DTYPE = torch.float32
+VARIANTS = ("compare_cpu", "compare_cpu_grad", "out", "noncontiguous_samples", "compile_compare_cpu")
+
+
+def full_name(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def selection_name() -> str:
+    name = os.environ.get("TORCHCONFORM_SELECTION") or "quick"
+    if name not in ("quick", "full"):
+        from torchconform.errors import UserError
+        raise UserError(f"unknown ops selection {name!r}; use quick or full")
+    return name
+
+
+def quick_names() -> list[str]:
+    return [n for names in QUICK_OPS.values() for n in names]
+
+
+def select_ops(op_db) -> list:
+    """OpInfos of the active selection.  ``TORCHCONFORM_OPS`` (``--tc-ops``) names
+    OpInfos directly, from the whole ``op_db`` (the selection still decides dtypes)."""
+    wanted = {n.strip() for n in (os.environ.get("TORCHCONFORM_OPS") or "").split(",") if n.strip()}
+    if wanted:
+        return [op for op in op_db if full_name(op) in wanted or op.name in wanted]
+    if selection_name() == "quick":
+        names = set(quick_names())
+        return [op for op in op_db if full_name(op) in names]
+    return list(op_db)
+
+
+def allowed_dtypes(variant: str):
+    """None (every supported dtype) for full; the quick rule's dtypes otherwise."""
+    if selection_name() == "full":
+        return None
+    if variant == "compare_cpu":
+        return (QUICK_DTYPE, *QUICK_EXTRA_COMPARE_DTYPES)
+    return (QUICK_DTYPE,)

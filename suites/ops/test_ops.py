@@ -1,0 +1,187 @@
+"""The ops suite: every OpInfo of the wheel's ``op_db`` on the device under test,
+compared with CPU, in PyTorch's device-generic style.
+
+Run it through torchconform (``torchconform run --suite ops`` or
+``pytest suites/ops --tc-device refdev``); without ``--tc-device`` PyTorch
+instantiates it for CPU only.
+
+Variants (the test name after ``test_``), all in class ``TestCommon`` so that
+OpInfo's own skips and expected failures for ``TestCommon`` apply:
+
+* ``compare_cpu``: forward, every sample, device result vs CPU result;
+* ``compare_cpu_grad``: gradients of the summed outputs w.r.t. every input that
+  requires grad, device vs CPU (differentiable ops and dtypes only);
+* ``out``: the ``out=`` variant on the first sample, with empty outputs to resize;
+* ``noncontiguous_samples``: non-contiguous device inputs vs contiguous CPU ones;
+* ``compile_compare_cpu``: ``torch.compile`` with the profile's compile backend on
+  the first sample; graphs and graph breaks are noted on the outcome.
+"""
+import unittest
+
+import torch
+from torch.testing._internal.common_device_type import OpDTypes, instantiate_device_type_tests, ops
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+from torchconform.collectors.notes import note
+from torchconform.suites.common import (
+    check_executed, compile_backend, cpu_leaf, missing_op_guard, tensors_in, to_cpu, tolerances,
+)
+from torchconform.suites.ops.selection import allowed_dtypes, select_ops
+
+_OPS = select_ops(op_db)
+
+
+def _to_cpu_sample(sample):
+    return sample.transform(lambda t: t.detach().cpu() if isinstance(t, torch.Tensor) else t)
+
+
+def _cpu_reference(test, op, cpu_sample):
+    """The CPU result, or None when PyTorch itself cannot compute this sample on CPU."""
+    try:
+        return op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)
+    except Exception as exc:  # not the device's business: the sample does not apply
+        test._cpu_failures.append(type(exc).__name__)
+        return None
+
+
+def _no_sample_ran(test):
+    kinds = ", ".join(sorted(set(test._cpu_failures))) or "no samples"
+    raise unittest.SkipTest(f"no sample input could be computed on CPU ({kinds}); nothing to compare")
+
+
+def _empty_out_like(x, device):
+    if isinstance(x, torch.Tensor):
+        return torch.empty(0, dtype=x.dtype, device=device)
+    if isinstance(x, (tuple, list)):
+        return tuple(_empty_out_like(v, device) for v in x)
+    raise unittest.SkipTest(f"out= variant returns {type(x).__name__}, not tensors")
+
+
+def _as_loss(outputs):
+    total = None
+    for t in tensors_in(outputs):
+        if not t.requires_grad:
+            continue
+        part = torch.view_as_real(t).sum() if t.is_complex() else t.sum()
+        total = part if total is None else total + part
+    return total
+
+
+class TestCommon(TestCase):
+    def setUp(self):
+        super().setUp()
+        self._cpu_failures = []
+
+    @ops(_OPS, allowed_dtypes=allowed_dtypes("compare_cpu"))
+    def test_compare_cpu(self, device, dtype, op):
+        ran = 0
+        with missing_op_guard(self):
+            for sample in op.sample_inputs(device, dtype, requires_grad=False):
+                cpu_sample = _to_cpu_sample(sample)
+                expected = _cpu_reference(self, op, cpu_sample)
+                if expected is None:
+                    continue
+                actual = op(sample.input, *sample.args, **sample.kwargs)
+                actual = sample.output_process_fn_grad(actual)
+                expected = cpu_sample.output_process_fn_grad(expected)
+                self.assertEqual(to_cpu(actual), expected, **tolerances(dtype))
+                ran += 1
+        if not ran:
+            _no_sample_ran(self)
+
+    @ops(_OPS, dtypes=OpDTypes.supported_backward, allowed_dtypes=allowed_dtypes("compare_cpu_grad"))
+    def test_compare_cpu_grad(self, device, dtype, op):
+        if not op.supports_autograd:
+            raise unittest.SkipTest(f"{op.name} does not support autograd")
+        ran = 0
+        with missing_op_guard(self):
+            for sample in op.sample_inputs(device, dtype, requires_grad=True):
+                cpu_sample = sample.transform(cpu_leaf)
+                dev_all = tensors_in([sample.input, sample.args, sample.kwargs])
+                cpu_all = tensors_in([cpu_sample.input, cpu_sample.args, cpu_sample.kwargs])
+                idx = [i for i, t in enumerate(dev_all) if t.requires_grad and t.is_leaf]
+                if not idx:
+                    continue
+                try:
+                    cpu_loss = _as_loss(cpu_sample.output_process_fn_grad(
+                        op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)))
+                    if cpu_loss is None:
+                        continue
+                    expected = torch.autograd.grad(cpu_loss, [cpu_all[i] for i in idx], allow_unused=True)
+                except Exception as exc:
+                    self._cpu_failures.append(type(exc).__name__)
+                    continue
+                loss = _as_loss(sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs)))
+                actual = torch.autograd.grad(loss, [dev_all[i] for i in idx], allow_unused=True)
+                self.assertEqual(to_cpu(list(actual)), list(expected), **tolerances(dtype))
+                ran += 1
+        if not ran:
+            _no_sample_ran(self)
+
+    @ops(_OPS, allowed_dtypes=allowed_dtypes("out"))
+    def test_out(self, device, dtype, op):
+        if not op.supports_out:
+            raise unittest.SkipTest("Skipped! Op doesn't support out= kwarg.")
+        with missing_op_guard(self):
+            for sample in op.sample_inputs(device, dtype, requires_grad=False):
+                cpu_sample = _to_cpu_sample(sample)
+                expected = _cpu_reference(self, op, cpu_sample)
+                if expected is None:
+                    continue
+                out = _empty_out_like(expected, device)
+                op(sample.input, *sample.args, out=out, **sample.kwargs)
+                self.assertEqual(to_cpu(out), expected, **tolerances(dtype))
+                return  # the first computable sample is the out= check, as upstream does
+        _no_sample_ran(self)
+
+    @ops(_OPS, allowed_dtypes=allowed_dtypes("noncontiguous_samples"))
+    def test_noncontiguous_samples(self, device, dtype, op):
+        ran = 0
+        with missing_op_guard(self):
+            for sample in op.sample_inputs(device, dtype, requires_grad=False):
+                cpu_sample = _to_cpu_sample(sample)
+                expected = _cpu_reference(self, op, cpu_sample)
+                if expected is None:
+                    continue
+                nc = sample.noncontiguous()
+                actual = nc.output_process_fn_grad(op(nc.input, *nc.args, **nc.kwargs))
+                self.assertEqual(to_cpu(actual), cpu_sample.output_process_fn_grad(expected), **tolerances(dtype))
+                ran += 1
+        if not ran:
+            _no_sample_ran(self)
+
+    @ops(_OPS, allowed_dtypes=allowed_dtypes("compile_compare_cpu"))
+    def test_compile_compare_cpu(self, device, dtype, op):
+        import torch._dynamo
+        from torch._dynamo.utils import counters
+
+        backend = compile_backend()
+        with missing_op_guard(self):
+            for sample in op.sample_inputs(device, dtype, requires_grad=False):
+                cpu_sample = _to_cpu_sample(sample)
+                expected = _cpu_reference(self, op, cpu_sample)
+                if expected is None:
+                    continue
+                torch._dynamo.reset()
+                counters.clear()
+
+                def fn(*args, **kwargs):
+                    return op(*args, **kwargs)
+
+                compiled = torch.compile(fn, backend=backend, dynamic=False)
+                actual = compiled(sample.input, *sample.args, **sample.kwargs)
+                check_executed(actual, device)
+                self.assertEqual(to_cpu(sample.output_process_fn_grad(actual)),
+                                 cpu_sample.output_process_fn_grad(expected), **tolerances(dtype))
+                breaks = sum(counters["graph_break"].values())
+                note(f"compiled with {backend}: {counters['stats']['unique_graphs']} graph(s), "
+                     f"{breaks} graph break(s), {len(counters['recompiles'])} recompile reason(s)")
+                return  # one sample: compile time dominates
+        _no_sample_ran(self)
+
+
+instantiate_device_type_tests(TestCommon, globals())
+
+if __name__ == "__main__":
+    run_tests()

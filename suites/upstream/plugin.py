@@ -1,0 +1,121 @@
+"""pytest plugin for upstream PyTorch test files: PyTorch's own out-of-tree hooks.
+
+Runs after the device is set up (the runner does that before conftests load) and
+before any test file is imported, and configures the device's test base class in
+``torch.testing._internal.common_device_type`` where the installed torch offers it:
+
+* ``op_overrides``: skiplist ``op`` entries in mode ``skip`` become ``DecorateInfo``
+  skips on the OpInfos, the same mechanism as OpInfo's own skips, so they apply
+  inside every ``@ops`` test of every upstream file exactly as PyTorch would;
+  the skip reason carries the entry, so the outcome is ``skip_backend/skiplist``;
+* ``op_allowlist``, ``test_exclusions``, ``bypass_device_restrictions``: from
+  ``files.yaml`` (``privateuse1:`` section).
+
+It also fixes the PrivateUse1 base's ``device_type`` to the backend name before
+instantiation, so every generated class is ``Test...<DEVICE>`` (otherwise the
+first file's classes are named ``...PRIVATEUSE1`` and the rest ``...<DEVICE>``).
+"""
+from __future__ import annotations
+
+import os
+import re
+import unittest
+
+import pytest
+
+from torchconform.suites.upstream import load_config
+
+_GLOB = re.compile(r"[*?\[]")
+DELEGATED_KEY = pytest.StashKey[set]()
+
+
+def _device(config) -> str:
+    try:
+        from torchconform.collectors.plugin import option
+    except ImportError:
+        return os.environ.get("TORCHCONFORM_DEVICE", "")
+    return option(config, "tc_device") or ""
+
+
+def _device_base(cdt, device: str):
+    """The DeviceTypeTestBase subclass that instantiates tests for ``device``."""
+    import torch
+
+    pu1 = torch._C._get_privateuse1_backend_name()
+    for base in cdt.device_type_test_bases:
+        dt = getattr(base, "device_type", "")
+        if dt == device or (dt == "privateuse1" and device == pu1 and device != "privateuse1"):
+            return base
+    return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    device = _device(config)
+    if not device:
+        return
+    import torch.testing._internal.common_device_type as cdt
+
+    base = _device_base(cdt, device)
+    if base is None:
+        return
+    if base.__name__ == "PrivateUse1TestBase" and base.device_type == "privateuse1":
+        base.setUpClass()
+    settings = (load_config().get("privateuse1") or {})
+    overrides, delegated = op_overrides_from_skiplist(config)
+    if hasattr(base, "set_test_configs"):
+        base.set_test_configs(op_overrides=overrides or None, op_allowlist=settings.get("op_allowlist"),
+                              test_exclusions=settings.get("test_exclusions") or None)
+    else:
+        # Older torch without the hooks: skiplist entries still apply at collection.
+        delegated = set()
+    if hasattr(base, "bypass_device_restrictions"):
+        base.bypass_device_restrictions = bool(settings.get("bypass_device_restrictions", False))
+    config.stash[DELEGATED_KEY] = delegated
+    matcher = _matcher(config)
+    if matcher is not None:
+        matcher.delegated = set(delegated)
+
+
+def _matcher(config):
+    from torchconform.skiplists import plugin as sp
+
+    return config.stash.get(sp._MATCHER_KEY, None)
+
+
+def op_overrides_from_skiplist(config) -> tuple[dict, set]:
+    """``{OpInfo full name: [DecorateInfo skip]}`` and the refs of the entries handed to PyTorch."""
+    matcher = _matcher(config)
+    if matcher is None:
+        return {}, set()
+    from torchconform.skiplists.plugin import run_mode
+
+    entries = [e for e in matcher.entries
+               if e.op is not None and run_mode(e, matcher.audit) == "skip" and e.active()
+               and not (e.kind and _GLOB.search(e.kind))]
+    if not entries:
+        return {}, set()
+    return build_op_overrides(entries)
+
+
+def build_op_overrides(entries) -> tuple[dict, set]:
+    import torch
+    from torch.testing._internal.common_methods_invocations import op_db
+    from torch.testing._internal.opinfo.core import DecorateInfo
+
+    from torchconform.skiplists.entries import TestInfo
+
+    overrides: dict[str, list] = {}
+    used: set[str] = set()
+    for entry in entries:
+        dtypes = tuple(getattr(torch, d) for d in entry.dtypes) or None
+        for op in op_db:
+            probe = TestInfo(test_id="", op=op.name, op_variant=op.variant_test_name or "")
+            plain = type(entry)(**{**entry.__dict__, "dtypes": (), "kind": None, "_compiled": None})
+            if not plain.matches(probe):
+                continue
+            overrides.setdefault(op.full_name, []).append(
+                DecorateInfo(unittest.skip(entry.skip_reason()), cls_name=None, test_name=entry.kind,
+                             dtypes=dtypes))
+            used.add(entry.ref)
+    return overrides, used

@@ -1,0 +1,179 @@
+"""One sweep of the model zoo: select, shard, skip what is stored, run, store as it goes.
+
+``run_sweep(SweepOptions)`` is what ``torchconform sweep --suite models``
+calls; tests and bench/ call it directly.  Results are stored one model at a
+time (one transaction each), so a sweep killed at any point leaves whole
+models behind and ``--resume`` finishes exactly the rest.
+"""
+from __future__ import annotations
+
+import socket
+import sys
+from dataclasses import dataclass, field
+
+from torchconform.collectors.breakdown import breakdown, format_breakdown
+from torchconform.config import db_url
+from torchconform.errors import UserError
+from torchconform.suites.models import catalog
+from torchconform.suites.models.check import SUITE, VARIANTS, test_id
+from torchconform.sweep import history, shards
+from torchconform.sweep.progress import Progress
+from torchconform.sweep.protocol import Settings, Task
+
+
+@dataclass
+class SweepOptions:
+    build: str
+    selection: str = "quick"
+    device: str = ""                 # "" = the profile's device
+    profile: str = ""                # "" = the profile named like the device (refdev by default)
+    shards: int = 1
+    shard: int = 0
+    engine: str = "local"
+    ray_address: str = ""
+    resume: bool = False
+    workers: int = 1
+    db: str = ""
+    variants: tuple = VARIANTS
+    compile_backend: str = ""
+    timeout: float = 600.0
+    memory_limit_mb: int = 0
+    threads: int = 1
+    devices: int = 0                 # 0 = ask the backend how many devices there are
+    command: str = ""
+    progress_stream: object = None
+    notes: list = field(default_factory=list)
+
+
+@dataclass
+class SweepReport:
+    build: str
+    run_id: int
+    selected: int                    # models in this shard
+    skipped: int                     # models the build already had (resume)
+    ran: int
+    outcomes: list
+    breakdown: dict
+    replaced_workers: int = 0
+
+
+def resolve_profile(device: str, profile: str):
+    """The backend profile and device type: ``--profile`` wins, else the profile named after the device."""
+    from torchconform.skiplists.profile import available_profiles, load_profile
+
+    if not profile:
+        if device and device not in available_profiles():
+            raise UserError(f"no backend profile for device {device!r}; pass --profile NAME_OR_PATH "
+                            f"(available: {', '.join(available_profiles())})")
+        profile = device or "refdev"
+    prof = load_profile(profile)
+    return prof, (device or prof.device)
+
+
+def device_count(prof, device: str) -> int:
+    """How many devices the local workers can be pinned to (1 for cpu)."""
+    if device == "cpu":
+        return 1
+    import torch
+
+    from torchconform.suites.models import backend
+
+    backend.prepare(prof)
+    module = getattr(torch, device, None)
+    try:
+        return max(1, int(module.device_count()))
+    except Exception:
+        return 1
+
+
+def make_engine(opts: SweepOptions, prof, device: str):
+    if opts.engine == "local":
+        from torchconform.sweep.local import LocalEngine
+
+        devices = opts.devices or device_count(prof, device)
+        return LocalEngine(workers=opts.workers, devices=devices)
+    if opts.engine == "ray":
+        from torchconform.sweep.ray_engine import RayEngine
+
+        return RayEngine(address=opts.ray_address, device=device, max_in_flight=max(opts.workers, 1))
+    raise UserError(f"unknown engine {opts.engine!r}; use --engine local or --engine ray")
+
+
+def plan(all_ids, opts: SweepOptions, store, build: str):
+    """(models of this shard, tasks still to run, number of models already stored)."""
+    durations = history.per_model(history.earlier_durations(store, SUITE, exclude_build=build))
+    mine = shards.select(all_ids, opts.shards, opts.shard, durations)
+    stored = history.stored_test_ids(store, build, SUITE)
+    tasks, complete = [], 0
+    for model_id in mine:
+        missing = tuple(v for v in opts.variants if test_id(model_id, v) not in stored)
+        if not missing:
+            complete += 1
+        elif len(missing) < len(opts.variants) and not opts.resume:
+            raise UserError(f"build {build!r} already has results for {model_id}; pass --resume to finish "
+                            "the build or choose another --build name")
+        else:
+            tasks.append(Task(model_id=model_id, variants=missing))
+    if complete and not opts.resume:
+        raise UserError(f"build {build!r} already has results for {complete} of these models; pass --resume "
+                        "to finish the build or choose another --build name")
+    return mine, tasks, complete
+
+
+def run_sweep(opts: SweepOptions) -> SweepReport:
+    import torch
+
+    from torchconform.db.store import open_store
+
+    bad = [v for v in opts.variants if v not in VARIANTS]
+    if bad or not opts.variants:
+        raise UserError(f"unknown variant(s) {', '.join(bad) or '(none)'}; choose from {', '.join(VARIANTS)}")
+    shards.check_shard(opts.shards, opts.shard)
+    prof, device = resolve_profile(opts.device, opts.profile)
+    all_ids = catalog.select(opts.selection, opts.notes)
+    engine = make_engine(opts, prof, device)
+
+    store = open_store(db_url(opts.db or None))
+    try:
+        store.ensure_build(opts.build, append=True, torch_version=torch.__version__, device=device,
+                           profile=prof.name, backend=prof.backend_module or device)
+        mine, tasks, complete = plan(all_ids, opts, store, opts.build)
+        run_id = store.start_run(opts.build, suite=SUITE, selection=opts.selection,
+                                 shard=f"{opts.shard}/{opts.shards}" if opts.shards > 1 else "",
+                                 host=socket.gethostname(), command=opts.command)
+        settings = Settings(device=device, profile=prof.path or prof.name, variants=tuple(opts.variants),
+                            compile_backend=opts.compile_backend, timeout=opts.timeout,
+                            memory_limit_mb=opts.memory_limit_mb, threads=opts.threads)
+        progress = Progress(len(tasks), stream=opts.progress_stream or sys.stderr)
+        collected: list = []
+        variants_of = {t.model_id: t.variants for t in tasks}
+
+        def on_result(result) -> None:
+            # Store first: once this returns the model survives a kill of the sweep.
+            wanted = {test_id(result.model_id, v) for v in variants_of.get(result.model_id, ())}
+            outcomes = [o for o in result.outcomes if o.test_id in wanted]
+            store.add_outcomes(run_id, outcomes)
+            collected.extend(outcomes)
+            progress.update(outcomes)
+
+        status = 1
+        try:
+            engine.run(tasks, settings, on_result)
+            status = 0
+        except KeyboardInterrupt:
+            status = 130
+            raise
+        finally:
+            progress.close()
+            store.finish_run(run_id, status)
+        return SweepReport(build=opts.build, run_id=run_id, selected=len(mine), skipped=complete,
+                           ran=len(tasks), outcomes=collected, breakdown=breakdown(opts.build, collected),
+                           replaced_workers=getattr(engine, "replaced", 0))
+    finally:
+        store.close()
+
+
+def render(report: SweepReport) -> str:
+    head = (f"sweep of build {report.build}: {report.selected} models in this shard, "
+            f"{report.skipped} already stored, {report.ran} run")
+    return head + "\n" + format_breakdown(report.breakdown)

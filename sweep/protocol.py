@@ -1,0 +1,49 @@
+"""What every sweep engine speaks: tasks in, results out, as they finish.
+
+An engine (``local``: worker processes on this machine; ``ray``: tasks on a
+Ray cluster) takes ``Task``s and calls ``on_result`` once per task with every
+outcome of that task, whatever happened to the process that ran it.  The
+driver (``sweep/driver.py``) stores each result as it arrives, which is what
+makes a killed sweep resumable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol
+
+from torchconform.collectors.outcome import Outcome
+
+
+@dataclass
+class Settings:
+    """How every task of one sweep runs (shipped to each worker once)."""
+    device: str                      # device type under test: refdev, cpu, neuron, cuda
+    profile: str                     # backend profile name or path
+    variants: tuple = ("eval", "train", "compile")
+    compile_backend: str = ""        # "" = the profile's
+    timeout: float = 600.0           # seconds per model, all its runs together
+    memory_limit_mb: int = 0         # extra address space per worker beyond its start-up size; 0 = none
+    threads: int = 1                 # torch intra-op threads per worker
+    seed: int = 0
+
+
+@dataclass
+class Task:
+    model_id: str
+    variants: tuple = ()             # empty = Settings.variants
+
+
+@dataclass
+class TaskResult:
+    model_id: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    worker: str = ""
+    seconds: float = 0.0
+
+
+class Engine(Protocol):
+    name: str
+
+    def run(self, tasks: Iterable[Task], settings: Settings,
+            on_result: Callable[[TaskResult], None]) -> None:
+        """Run every task; call ``on_result`` exactly once per task."""

@@ -1,0 +1,178 @@
+"""The generated site driven in Debian's Chromium (headless) through Playwright, from file://.
+
+Open home, follow a build, filter the operator matrix, search a test and read its
+history, open a diff; assert content; a test named <script>alert(1)</script>
+shows as text and no dialog ever opens.  Screenshots go to
+$TORCHCONFORM_ARTIFACTS (or the test's tmp dir).
+"""
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "site"))
+import site_data  # noqa: E402
+
+from torchconform.dashboard import build_site  # noqa: E402
+from torchconform.db.store import open_store  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("TORCHCONFORM_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
+
+
+def _skip_or_fail(reason):
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI must run the browser tests; see tests/services/chromium.sh)")
+    pytest.skip(f"{reason}; run `bash tests/services/chromium.sh` to install it")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        _skip_or_fail("Debian's chromium is not installed")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _skip_or_fail("Playwright for Python is not installed")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("browser-site")
+    with open_store(str(root / "store.db")) as store:
+        site_data.write_store(store)
+        build_site(store, root / "out")
+    return root / "out"
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    target = os.environ.get("TORCHCONFORM_ARTIFACTS")
+    path = Path(target) / "site-screenshots" if target else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def page(browser, shots, request):
+    """A fresh page that records dialogs and script errors; both must stay empty."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    pg.dialogs, pg.errors = [], []
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    yield pg
+    pg.screenshot(path=str(shots / f"{request.node.name}.png"), full_page=True)
+    context.close()
+    assert pg.dialogs == [], f"a dialog fired: {pg.dialogs}"
+    assert pg.errors == [], f"script errors: {pg.errors}"
+
+
+def url(site, rel):
+    return (site / rel).as_uri()
+
+
+def test_home_then_follow_a_build(page, site):
+    page.goto(url(site, "index.html"))
+    assert page.locator("h1").inner_text() == "Coverage by build"
+    # the newest main build leads, with its bar chart and legend
+    group = page.locator("section.group").filter(has_text="branch main")
+    assert group.locator("svg.bar rect").count() >= 5
+    assert "pass (native)" in group.locator("ul.legend").inner_text()
+    group.get_by_role("link", name="b3", exact=True).first.click()
+    page.wait_for_load_state()
+    assert page.url.endswith("builds/b3/index.html")
+    assert page.locator("h1").inner_text() == "Build b3"
+    body = page.locator("main").inner_text()
+    assert "Diff against baseline b2" in body and "aten::cumsum.out" in body
+
+
+def test_matrix_filter_by_keyboard(page, site):
+    page.goto(url(site, "builds/b3/matrix.html"))
+    rows = page.locator("#matrix tbody tr")
+    total = rows.count()
+    assert total >= 8
+    page.focus("#mf-op")
+    page.keyboard.type("cumsum")
+    visible = page.locator("#matrix tbody tr:not([hidden])")
+    assert visible.count() == 2
+    assert set(visible.locator("th").all_inner_texts()) == {"cumsum"}
+    assert page.locator('[data-count-for="matrix"]').inner_text() == f"2 of {total} rows"
+    # the state filter: rows that have a failing cell (div crashes; the XSS test fails)
+    page.fill("#mf-op", "")
+    page.focus("#mf-state")
+    page.select_option("#mf-state", "failed")
+    assert sorted(visible.locator("th").all_inner_texts()) == ["div", "xss<b>op</b>"]
+    # the filter is in the URL: a permalink reopens it filtered
+    assert "state=failed" in page.url
+    page.goto(page.url)
+    page.reload()
+    assert page.locator("#matrix tbody tr:not([hidden])").count() == 2
+
+
+def test_search_a_test_and_read_its_history(page, site):
+    page.goto(url(site, "search.html"))
+    page.fill("#q", "test_forward_add_refdev_float32")
+    results = page.locator("#results button")
+    results.first.wait_for()
+    assert results.all_inner_texts() == [site_data.REGRESSED]
+    results.first.press("Enter")  # keyboard works on result buttons
+    history = page.locator("#history-table tbody tr")
+    history.nth(3).wait_for()
+    cells = [r.locator("td").all_inner_texts() for r in history.all()]
+    by_build = {c[0]: c for c in cells}
+    assert set(by_build) == {"b1", "b2", "b3", "other-1"}
+    assert by_build["b2"][2] == "pass"
+    assert by_build["b3"][2] == "skip: missing operator" and by_build["b3"][3] == "aten::add.out"
+    assert "test=" in page.url
+
+
+def test_search_filters_by_outcome_in_a_build(page, site):
+    page.goto(url(site, "search.html"))
+    page.select_option("#s-build", "b3")
+    page.select_option("#s-state", "M")
+    page.locator("#results li").first.wait_for()
+    ids = page.locator("#results button").all_inner_texts()
+    assert site_data.REGRESSED in ids and len(ids) == 5  # add + cumsum x3 + gpt2's model test
+    assert page.locator("#search-status").inner_text().startswith("5 matching tests")
+
+
+def test_script_in_a_test_name_renders_as_text(page, site):
+    page.goto(url(site, "search.html"))
+    page.fill("#q", "TestXSS")
+    page.locator("#results button").first.wait_for()
+    assert page.locator("#results button").first.inner_text() == site_data.XSS_TEST
+    page.locator("#results button").first.click()
+    page.locator("#history-table tbody tr").first.wait_for()
+    assert page.locator("#history-test").inner_text() == site_data.XSS_TEST
+    page.goto(url(site, "builds/b3/matrix.html"))
+    assert page.get_by_text("xss<b>op</b>", exact=True).count() == 1
+    assert page.locator("main b").count() == 0  # no element was injected
+    # page fixture asserts that no alert() dialog fired
+
+
+def test_open_a_diff(page, site):
+    page.goto(url(site, "builds/b3/index.html"))
+    page.get_by_role("link", name="Diff against baseline b2").click()
+    page.wait_for_load_state()
+    assert page.url.endswith("builds/b3/diff.html")
+    regressions = page.locator("#d-regressions tbody tr")
+    assert regressions.count() == 1
+    assert site_data.REGRESSED in regressions.first.inner_text()
+    assert "skip_backend/missing_op (aten::add.out)" in regressions.first.inner_text()
+    assert site_data.FIXED in page.locator("#d-fixes").inner_text()
+    assert site_data.CREEP in page.locator("#d-fallback_creep").inner_text()
+    # sort a table from the keyboard
+    page.locator("#d-transitions button.sort").nth(2).focus()
+    page.keyboard.press("Enter")
+    counts = [int(t) for t in page.locator("#d-transitions tbody td.n").all_inner_texts()]
+    assert counts == sorted(counts)

@@ -1,0 +1,37 @@
+"""The Ray engine gives the same outcomes as the local engine (local Ray instance)."""
+import os
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="extra ray: pip install 'torchconform[ray]'")
+pytest.importorskip("transformers", reason="extra zoo: pip install 'torchconform[zoo]'")
+
+from torchconform.sweep.driver import SweepOptions, run_sweep  # noqa: E402
+from torchconform.sweep.ray_engine import task_options  # noqa: E402
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "zoo", "faulty.py")
+
+
+def test_one_device_per_task():
+    assert task_options("neuron")["resources"] == {"neuron_cores": 1}
+    assert task_options("cuda")["num_gpus"] == 1
+    assert "num_gpus" not in task_options("refdev") and task_options("refdev")["num_cpus"] == 1
+
+
+def test_ray_engine_matches_local_engine(tmp_path):
+    selection = tmp_path / "models.txt"
+    selection.write_text("\n".join(["hf/bert", "hf/roberta", "hf/llama", f"py/{FIXTURE}::healthy"]) + "\n")
+    common = dict(selection=str(selection), device="refdev", db=str(tmp_path / "r.db"),
+                  variants=("eval", "train"), progress_stream=open(os.devnull, "w"))
+    local = run_sweep(SweepOptions(build="local", workers=1, devices=1, **common))
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = run_sweep(SweepOptions(build="ray", engine="ray", workers=2, **common))
+    finally:
+        ray.shutdown()
+
+    def key(report):
+        return sorted((o.test_id, o.outcome, o.kind, o.missing_op, tuple(o.fallback_ops)) for o in report.outcomes)
+
+    assert key(local) == key(remote)
+    assert len(remote.outcomes) == 8

@@ -12,11 +12,13 @@ decides the verdict.  Tests confirmed flaky (see ci/flaky.py) are passed in as
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable
 
 from torchconform.ci.config import GateConfig, default_config
+from torchconform.collectors.breakdown import make_breakdown
 from torchconform.collectors.outcome import (
     FAILED, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, SKIP_ELIGIBILITY, XPASS, Outcome,
 )
@@ -63,10 +65,16 @@ class GateResult:
 
 
 # -- inputs ------------------------------------------------------------------------------
+_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
+
+
 def as_record(o) -> dict:
     """An Outcome or a dict, as a plain dict with every outcome-record key present."""
     if isinstance(o, Outcome):
-        return o.to_dict()
+        # Not dataclasses.asdict: its deep copy dominates loading a 154k-outcome build.
+        rec = {name: getattr(o, name) for name in _FIELDS}
+        rec["fallback_ops"] = list(o.fallback_ops or ())
+        return rec
     # Through Outcome so that a malformed record fails here, not deep in a rule.
     return Outcome.from_dict({k: v for k, v in o.items() if v is not None}).to_dict()
 
@@ -104,6 +112,11 @@ def _finding(test_id: str, old: dict | None, new: dict | None, **extra) -> dict:
     return f
 
 
+def _by_test(findings: list[dict]) -> list[dict]:
+    # Sort the (few) findings, never the (many) records: sorting 154k test ids per rule dominated.
+    return sorted(findings, key=lambda f: f["test_id"])
+
+
 def pass_rate(records: dict[str, dict]) -> float | None:
     """Passes over outcomes that are not eligibility skips, in percent (None when empty)."""
     counts = Counter(r["outcome"] for r in records.values())
@@ -127,10 +140,21 @@ def rule_regression(old, new, params, flaky=frozenset()) -> RuleResult:
         o = old.get(tid)
         if o is not None and o["outcome"] in PASSED and _regresses_to(n, targets) and tid not in flaky:
             found.append(_finding(tid, o, n, missing_op=n.get("missing_op", "")))
+    found = _by_test(found)
     by_op = Counter(f["operator"] for f in found)
     detail = ", ".join(f"{op} ({n})" for op, n in sorted(by_op.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
     return RuleResult("regression", count=len(found), threshold=params["max_tests"], findings=found,
                       detail=f"{len(found)} regressed tests" + (f": {detail}" if detail else ""))
+
+
+def record_breakdown(build: str, records: dict[str, dict]) -> dict:
+    """The seed's breakdown (collectors.breakdown shape) of a {test_id: record} map."""
+    outcomes, kinds = Counter(), Counter()
+    for r in records.values():
+        outcomes[r["outcome"]] += 1
+        if r["outcome"] == SKIP_BACKEND:
+            kinds[r["kind"]] += 1
+    return make_breakdown(build, outcomes, kinds, missing_ops(records))
 
 
 def missing_ops(records: dict[str, dict]) -> Counter:
@@ -139,12 +163,15 @@ def missing_ops(records: dict[str, dict]) -> Counter:
 
 
 def rule_new_missing_op(old, new, params, flaky=frozenset()) -> RuleResult:
-    before, now = missing_ops(old), missing_ops(new)
+    before = missing_ops(old)
+    blocked: dict[str, list[str]] = defaultdict(list)   # one pass, not one per operator
+    for tid, r in new.items():
+        if is_missing_op(r) and r.get("missing_op") and r["missing_op"] not in before:
+            blocked[r["missing_op"]].append(tid)
     found = []
-    for op, n in sorted(now.items(), key=lambda kv: (-kv[1], kv[0])):
-        if op in before:
-            continue
-        tests = sorted(tid for tid, r in new.items() if is_missing_op(r) and r.get("missing_op") == op)
+    for op, tests in sorted(blocked.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        n = len(tests)
+        tests.sort()
         # Blocked tests that passed before are the operator's regressions.
         was_passing = [t for t in tests if t in old and old[t]["outcome"] in PASSED]
         found.append({"operator": op, "tests": n, "test_ids": tests, "was_passing": len(was_passing)})
@@ -169,19 +196,20 @@ def rule_coverage_drop(old, new, params, flaky=frozenset()) -> RuleResult:
 
 
 def rule_new_test_failing(old, new, params, flaky=frozenset()) -> RuleResult:
-    found = [_finding(tid, None, n) for tid, n in sorted(new.items())
-             if tid not in old and n["outcome"] in FAILED and tid not in flaky]
+    found = _by_test([_finding(tid, None, n) for tid, n in new.items()
+                      if tid not in old and n["outcome"] in FAILED and tid not in flaky])
     return RuleResult("new_test_failing", count=len(found), threshold=params["max_tests"], findings=found,
                       detail=f"{len(found)} new tests failing")
 
 
 def rule_fallback_creep(old, new, params, flaky=frozenset()) -> RuleResult:
     found = []
-    for tid, n in sorted(new.items()):
+    for tid, n in new.items():
         o = old.get(tid)
         if o is not None and o["outcome"] == PASS and n["outcome"] == PASS_FALLBACK:
             new_ops = sorted(set(n.get("fallback_ops") or ()) - set(o.get("fallback_ops") or ()))
             found.append(_finding(tid, o, n, fallback_ops=new_ops or list(n.get("fallback_ops") or ())))
+    found = _by_test(found)
     ops = Counter(op for f in found for op in f["fallback_ops"])
     detail = ", ".join(f"{op} ({n})" for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
     return RuleResult("fallback_creep", count=len(found), threshold=params["max_tests"], findings=found,
@@ -189,7 +217,7 @@ def rule_fallback_creep(old, new, params, flaky=frozenset()) -> RuleResult:
 
 
 def rule_stale_expectations(old, new, params, flaky=frozenset()) -> RuleResult:
-    found = [_finding(tid, old.get(tid), n) for tid, n in sorted(new.items()) if n["outcome"] == XPASS]
+    found = _by_test([_finding(tid, old.get(tid), n) for tid, n in new.items() if n["outcome"] == XPASS])
     return RuleResult("stale_expectations", count=len(found), threshold=params["max_tests"], findings=found,
                       detail=f"{len(found)} unexpected passes (xpass)")
 
@@ -217,16 +245,16 @@ RULES: dict[str, Callable[..., RuleResult]] = {
 def fixes(old: dict, new: dict) -> dict:
     """What got better: tests now passing that failed or were backend-skipped, operators
     no longer missing, tests back from CPU fallback to native."""
-    fixed = [_finding(tid, old[tid], n) for tid, n in sorted(new.items())
+    fixed = [_finding(tid, old[tid], n) for tid, n in new.items()
              if tid in old and n["outcome"] in PASSED
              and (old[tid]["outcome"] in FAILED or old[tid]["outcome"] == SKIP_BACKEND)]
     native = [_finding(tid, old[tid], n, fallback_ops=list(old[tid].get("fallback_ops") or ()))
-              for tid, n in sorted(new.items())
+              for tid, n in new.items()
               if tid in old and old[tid]["outcome"] == PASS_FALLBACK and n["outcome"] == PASS]
     before, now = missing_ops(old), missing_ops(new)
     ops = [{"operator": op, "tests": n} for op, n in sorted(before.items(), key=lambda kv: (-kv[1], kv[0]))
            if op not in now]
-    return {"tests": fixed, "now_native": native, "ops_implemented": ops}
+    return {"tests": _by_test(fixed), "now_native": _by_test(native), "ops_implemented": ops}
 
 
 # -- verdict -----------------------------------------------------------------------------------------

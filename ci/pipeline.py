@@ -9,10 +9,8 @@ from dataclasses import dataclass, field
 
 from torchconform.ci import flaky as flaky_mod
 from torchconform.ci.config import GateConfig, default_config
-from torchconform.ci.gate import GateResult, evaluate, index, rerun_candidates
+from torchconform.ci.gate import GateResult, evaluate, index, record_breakdown, rerun_candidates
 from torchconform.ci.report import junit_xml, markdown
-from torchconform.collectors.breakdown import breakdown
-from torchconform.collectors.outcome import Outcome
 from torchconform.errors import UserError
 
 
@@ -49,11 +47,12 @@ def resolve_baseline(store, build: str, spec: str) -> str | None:
     if spec.startswith("latest:") and not branch:
         raise UserError("--baseline latest: names no branch; use latest, latest:BRANCH or a build name")
     new = queries.build_info(store, build)
-    candidates = [b for b in queries.list_builds(store)
-                  if b["name"] != build and b["complete"]
+    ordered = queries.list_builds(store)          # oldest first, by (created, id): exact order
+    earlier = ordered[:[b["name"] for b in ordered].index(build)]
+    candidates = [b for b in earlier
+                  if b["complete"]
                   and (not branch or b["branch"] == branch)
-                  and (not new["device"] or b["device"] == new["device"])
-                  and (b["created"] or "") <= (new["created"] or "")]
+                  and (not new["device"] or b["device"] == new["device"])]
     return candidates[-1]["name"] if candidates else None
 
 
@@ -135,8 +134,8 @@ def _all_off(config: GateConfig) -> GateConfig:
 
 def _render(result, base, old, new, info, config, notes, confirmations) -> GateRun:
     build = result.new
-    old_b = breakdown(base or "(none)", (Outcome.from_dict(r) for r in old.values()))
-    new_b = breakdown(build, (Outcome.from_dict(r) for r in new.values()))
+    old_b = record_breakdown(base or "(none)", old)
+    new_b = record_breakdown(build, new)
     limit = config.report["max_items"]
     text = markdown(result, old_b, new_b, limit=limit, device=info["device"], notes=notes)
     return GateRun(result=result, baseline=base, markdown=text, junit=junit_xml(result, limit=limit),

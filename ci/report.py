@@ -169,6 +169,14 @@ def failing_findings(result: GateResult) -> list[dict]:
     return out
 
 
+def _finding_line(f: dict) -> str:
+    if f.get("test_id"):
+        return f"{f['test_id']}: {f['old']} -> {f['new']}"
+    if f.get("operator"):
+        return f"{f['operator']}: blocks {f['tests']} tests"
+    return ", ".join(f"{k} {v}" for k, v in f.items())
+
+
 def junit_xml(result: GateResult, limit: int = 50) -> str:
     """One testsuite ``torchconform-gate``: a case per rule, and one per flaky test."""
     suite = ET.Element("testsuite", name="torchconform-gate")
@@ -179,8 +187,7 @@ def junit_xml(result: GateResult, limit: int = 50) -> str:
         for key, value in (("mode", r.mode), ("status", r.status), ("count", r.count), ("threshold", r.threshold),
                            ("build", result.new), ("baseline", result.old)):
             ET.SubElement(props, "property", name=key, value=str(value))
-        lines = [f"{f.get('test_id') or f.get('operator', '')}: {f.get('old', '')} -> {f.get('new', '')}".rstrip(": ->")
-                 for f in r.findings[:limit]]
+        lines = [_finding_line(f) for f in r.findings[:limit]]
         body = "\n".join([r.detail, *lines])
         if r.status == "fail":
             failures += 1

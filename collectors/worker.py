@@ -143,8 +143,8 @@ class WorkerPlugin:
             if wasxfail is not None:
                 text = f"{wasxfail}\n" + (_chain_text(exc) if exc is not None else "")
                 v = classify_text(text, self.profile, status="xfail")
-                if v.outcome == XFAIL and exc is not None:
-                    v.message = bound_message(f"{type(exc).__name__}: {exc}")
+                if v.outcome == XFAIL:
+                    v.message = bound_message(wasxfail) or "expected failure (unittest.expectedFailure)"
                 return v
             if exc is not None and not isinstance(exc, pytest.skip.Exception):
                 return classify_exception(exc, self.profile, status="skipped")

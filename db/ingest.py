@@ -72,7 +72,7 @@ def _case_outcome(case: TestCase, props: dict, profile, suite: str, path: str, c
     test_id = props.get("tc.test_id") or (f"{classname}::{name}" if classname else name)
     file_ = elem.get("file") or ""
     cls = _class_part(classname, file_)
-    base = dict(test_id=test_id, suite=props.get("tc.suite") or suite, file=file_, cls=cls, name=name,
+    base = dict(test_id=test_id, suite=suite, file=file_, cls=cls, name=name,
                 op=props.get("tc.op", ""), variant=props.get("tc.variant", ""), dtype=props.get("tc.dtype", ""),
                 device=props.get("tc.device", ""), duration=duration, repro=props.get("tc.repro", ""))
     outcome = props.get("tc.outcome")
@@ -151,7 +151,11 @@ class JunitReader:
                 depth_tags.pop()
                 if elem.tag == "testcase":
                     case = TestCase.fromelem(elem)
-                    yield _case_outcome(case, _properties(elem), self.profile, self._suite_name(suites), self.path, self._verdicts)
+                    props = _properties(elem)
+                    # --suite wins, then the runner's per-test tc.suite, then the suite's name.
+                    suite = self.suite_override or props.get("tc.suite") or self._suite_name(suites)
+                    self.suite = self.suite or suite
+                    yield _case_outcome(case, props, self.profile, suite, self.path, self._verdicts)
                     self.count += 1
                     elem.clear()
                 elif elem.tag == "properties" and depth_tags and depth_tags[-1] == "testsuite":
@@ -165,9 +169,7 @@ class JunitReader:
             raise _xml_error(self.path, exc) from None
 
     def _suite_name(self, suites: list[str]) -> str:
-        name = self.suite_override or self.run_properties.get("suite") or (suites[0] if suites else "")
-        self.suite = self.suite or name
-        return name
+        return self.run_properties.get("suite") or (suites[0] if suites else "")
 
 
 def parse_junit(path: str, suite: str | None = None, profile=None) -> list[Outcome]:

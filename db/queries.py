@@ -210,7 +210,7 @@ def missing_op_leaderboard(store, build: str | None = None) -> list[dict]:
 def _first_builds(conn, ops: list[str]) -> dict[str, tuple[str, str]]:
     """op -> (name, created) of the earliest build where it was ever missing."""
     pairs = (select(results.c.missing_op, results.c.build_id)
-             .where(results.c.missing_op.in_(ops))
+             .where(results.c.missing_op != "", results.c.missing_op.in_(ops))
              .group_by(results.c.missing_op, results.c.build_id).subquery())
     query = (select(pairs.c.missing_op, builds.c.name, builds.c.created, builds.c.id)
              .select_from(pairs.join(builds, builds.c.id == pairs.c.build_id)))

@@ -183,16 +183,36 @@ class Store:
         for o in outcomes:
             if o.test_id not in self._test_pks and o.test_id not in wanted:
                 wanted[o.test_id] = o
-        if wanted:
+        if not wanted:
+            return self._test_pks
+        rows = [(o.test_id, o.suite or "", o.file or "", o.cls or "", o.name or "", o.op or "",
+                 o.variant or "", o.dtype or "") for o in wanted.values()]
+        if self.dialect == "postgresql":
+            self._pg_upsert_tests(conn, rows)
+        else:
+            # Insert-or-ignore first, then one lookup: cheaper than looking up twice.
+            # ON CONFLICT: the test may exist from an earlier build or another writer.
+            self._bulk_insert(conn, "tests", TEST_COLUMNS, rows, ignore_conflict="test_id")
             self._lookup_tests(conn, list(wanted))
-            new = [wanted[t] for t in wanted if t not in self._test_pks]
-            if new:
-                rows = [(o.test_id, o.suite or "", o.file or "", o.cls or "", o.name or "", o.op or "",
-                         o.variant or "", o.dtype or "") for o in new]
-                # ON CONFLICT: another writer (a shard on PostgreSQL) may add the same test meanwhile.
-                self._bulk_insert(conn, "tests", TEST_COLUMNS, rows, ignore_conflict="test_id")
-                self._lookup_tests(conn, [o.test_id for o in new])
         return self._test_pks
+
+    def _pg_upsert_tests(self, conn: Connection, rows: list[tuple]) -> None:
+        """PostgreSQL: COPY the batch's tests into a temporary table, insert the new
+        ones and read every id back with two set statements (no per-row round trips)."""
+        cols = ", ".join(TEST_COLUMNS)
+        conn.exec_driver_sql("CREATE TEMPORARY TABLE IF NOT EXISTS tc_batch_tests ("
+                             + ", ".join(f"{c} TEXT NOT NULL" for c in TEST_COLUMNS) + ") ON COMMIT DELETE ROWS")
+        conn.exec_driver_sql("TRUNCATE tc_batch_tests")
+        cursor = conn.connection.driver_connection.cursor()
+        with cursor.copy(f"COPY tc_batch_tests ({cols}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        # Sorted, so concurrent shards inserting overlapping tests take locks in one order.
+        conn.exec_driver_sql(f"INSERT INTO tests ({cols}) SELECT {cols} FROM tc_batch_tests "
+                             "ORDER BY test_id ON CONFLICT (test_id) DO NOTHING")
+        for pk, tid in conn.exec_driver_sql("SELECT t.id, t.test_id FROM tests t JOIN tc_batch_tests b "
+                                            "ON b.test_id = t.test_id"):
+            self._test_pks[tid] = pk
 
     def _lookup_tests(self, conn: Connection, test_ids: list[str]) -> None:
         for i in range(0, len(test_ids), LOOKUP_CHUNK):
@@ -219,15 +239,6 @@ class Store:
         else:
             from sqlalchemy.dialects.sqlite import insert
         return insert(table).on_conflict_do_nothing(index_elements=keys)
-
-    # -- maintenance -------------------------------------------------------------------
-    def delete_build(self, name: str) -> None:
-        """Remove a build with its runs and results (tests stay: they are shared)."""
-        with self.write() as conn:
-            build_id = self.build_id(name, conn)
-            conn.execute(results.delete().where(results.c.build_id == build_id))
-            conn.execute(runs.delete().where(runs.c.build_id == build_id))
-            conn.execute(builds.delete().where(builds.c.id == build_id))
 
 
 def _text(value) -> str:

@@ -14,6 +14,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 
 from torchconform.errors import UserError
@@ -121,10 +122,12 @@ def load_extension(verbose: bool = False):
                         extra_cflags=["-O2"],
                         verbose=verbose,
                     )
-                except (RuntimeError, OSError, subprocess_error()) as exc:
+                except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+                    # The compiler's output is pages long; the one line says where and how to see it.
                     raise UserError(
-                        f"building the refdev device failed in {build_dir}: {str(exc).splitlines()[0] if str(exc) else exc!r}; "
-                        "check the compiler (g++) and rerun with TORCHCONFORM_REFDEV_VERBOSE=1"
+                        f"building the refdev device in {build_dir} failed ({type(exc).__name__}); check that "
+                        f"{compiler} can build PyTorch extensions (g++ and Python headers) and rerun with "
+                        "TORCHCONFORM_REFDEV_VERBOSE=1 to see the compiler output"
                     ) from exc
                 with open(done + ".tmp", "w") as f:
                     f.write(key + "\n")
@@ -136,9 +139,3 @@ def load_extension(verbose: bool = False):
     if so is None:
         raise UserError(f"refdev build cache {build_dir} is incomplete; delete that folder and rerun")
     return _import_so(name, so)
-
-
-def subprocess_error():
-    import subprocess
-
-    return subprocess.CalledProcessError

@@ -135,9 +135,10 @@ def run_sweep(opts: SweepOptions) -> SweepReport:
 
     store = open_store(db_url(opts.db or None))
     try:
+        # Plan first: a refused sweep (results already there, no --resume) stores nothing.
+        mine, tasks, complete = plan(all_ids, opts, store, opts.build)
         store.ensure_build(opts.build, append=True, torch_version=torch.__version__, device=device,
                            profile=prof.name, backend=prof.backend_module or device)
-        mine, tasks, complete = plan(all_ids, opts, store, opts.build)
         run_id = store.start_run(opts.build, suite=SUITE, selection=opts.selection,
                                  shard=f"{opts.shard}/{opts.shards}" if opts.shards > 1 else "",
                                  host=socket.gethostname(), command=opts.command)

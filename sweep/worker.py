@@ -48,7 +48,20 @@ def device_string(settings, index: int | None, pin_env: str) -> str:
     return settings.device if pin_env else f"{settings.device}:{index}"
 
 
+def die_with_parent() -> None:
+    """Linux: get SIGKILL when the controller dies, so a killed sweep leaves no
+    worker behind (not even one stuck in a hung model)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except Exception:
+        pass  # elsewhere the worker still exits on EOF from its pipe when idle
+
+
 def main(conn, name: str, settings, index: int | None) -> None:
+    die_with_parent()
     faulthandler.enable()  # a segfault prints the Python stack to stderr before dying
     try:
         import torch
@@ -71,7 +84,10 @@ def main(conn, name: str, settings, index: int | None) -> None:
     conn.send(("ready", {"device": device, "pid": os.getpid()}))
 
     while True:
-        task = conn.recv()
+        try:
+            task = conn.recv()
+        except EOFError:  # the controller is gone
+            return
         if task is None:
             return
         variants = tuple(task.variants or settings.variants)

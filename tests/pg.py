@@ -115,7 +115,7 @@ def shared_server() -> PgServer:
     return _SERVER
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def db_url(request, tmp_path):
     """A fresh, empty database URL of each kind (the store's tests run on both)."""
     if request.param == "sqlite":

@@ -5,6 +5,7 @@ through pytest with the torchconform plugin on refdev, under two refdev
 profiles: A (everything native) and B (aten::sin missing, aten::exp on CPU
 fallback).  The gate is then driven through its CLI, as CI would.
 """
+import fcntl
 import json
 import os
 import subprocess
@@ -25,6 +26,11 @@ PROFILE_A = FIXTURES / "profiles" / "gate-a.yaml"
 PROFILE_B = FIXTURES / "profiles" / "gate-b.yaml"
 
 
+def read_outcomes(jsonl: Path) -> dict:
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    return {r["test_id"]: Outcome.from_dict(r) for r in records if r.get("type") == "outcome"}
+
+
 def _clean_env() -> dict:
     """This process's environment less what would leak into the child: our own
     settings, GitHub's summary file, and xdist's worker variables (a child that
@@ -43,9 +49,10 @@ def run_build(db: str, build: str, profile: Path, tmp: Path, *pytest_args: str, 
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", *SUITE,
          "--tc-device", "refdev", "--tc-jsonl", str(jsonl), *pytest_args],
         cwd=HERE.parent, env=full_env, capture_output=True, text=True, timeout=300)
+    assert jsonl.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
     records = [json.loads(line) for line in jsonl.read_text().splitlines()]
     run = next(r for r in records if r.get("type") == "run_start")["run"]
-    outcomes = [Outcome.from_dict(r) for r in records if r.get("type") == "outcome"]
+    outcomes = list(read_outcomes(jsonl).values())
     assert outcomes, proc.stdout[-2000:] + proc.stderr[-2000:]
     with open_store(db) as store:
         store.ensure_build(build, device=run["device"], profile=run["profile"], branch=branch,
@@ -53,7 +60,7 @@ def run_build(db: str, build: str, profile: Path, tmp: Path, *pytest_args: str, 
         run_id = store.start_run(build, suite="gate-fixture", command=run["command_line"])
         store.add_outcomes(run_id, outcomes)
         store.finish_run(run_id, proc.returncode)
-    return {o.test_id: o for o in outcomes}
+    return read_outcomes(jsonl)
 
 
 def gate(db: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -83,11 +90,25 @@ def gate_here(capsys, monkeypatch):
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gate-e2e")
-    db = str(tmp / "results.db")
-    a = run_build(db, "A", PROFILE_A, tmp)
-    b = run_build(db, "B", PROFILE_B, tmp)
-    return {"db": db, "tmp": tmp, "A": a, "B": b}
+    """Builds A and B, made once per test session: under xdist the workers share
+    them through a folder next to their own temp folders, under a file lock
+    (every test below adds builds of its own name, so sharing is safe)."""
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each worker's temp folder sits in the session's; alone, ours is the session's.
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "gate-e2e-shared"
+    shared.mkdir(exist_ok=True)
+    db = str(shared / "results.db")
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not (shared / "done").exists():
+                run_build(db, "A", PROFILE_A, shared)
+                run_build(db, "B", PROFILE_B, shared)
+                (shared / "done").write_text("A B")
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return {"db": db, "tmp": tmp_path_factory.mktemp("gate-e2e"),
+            "A": read_outcomes(shared / "A.jsonl"), "B": read_outcomes(shared / "B.jsonl")}
 
 
 def test_fixture_builds_differ_as_the_profiles_say(builds):

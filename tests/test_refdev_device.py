@@ -146,3 +146,31 @@ def test_describe_of_loaded_profile(dev):
     assert info["device"] == dev
     assert "aten::mul.out" in info["implemented"]
     assert "aten::empty.memory_format" in info["implemented"]
+
+
+def test_autocast(dev):
+    a = torch.randn(4, 4, device=dev)
+    with torch.autocast(dev, dtype=torch.bfloat16):
+        assert (a @ a).dtype == torch.bfloat16      # matmul-like ops run in lower precision
+        assert (a + a).dtype == torch.float32       # the rest falls through unchanged
+
+
+def test_refdev_check_command(dev, capsys):
+    from torchconform.cli.main import main
+
+    assert main(["refdev", "check", "--ops", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"device   {dev} x") and "opinfo" in out and out.rstrip().endswith("ok")
+
+
+@pytest.mark.parametrize("var,value,needle", [
+    ("TORCHCONFORM_REFDEV_DEVICES", "zero", "whole number from 1 to 16"),
+    ("TORCHCONFORM_REFDEV_DEVICES", "17", "whole number from 1 to 16"),
+    ("TORCHCONFORM_REFDEV_NAME", "Not A Name", "lower-case identifier"),
+])
+def test_bad_environment_is_a_user_error(monkeypatch, var, value, needle):
+    from torchconform.errors import UserError
+
+    monkeypatch.setenv(var, value)
+    with pytest.raises(UserError, match=needle):
+        refdev._device_count() if var.endswith("DEVICES") else refdev.device_name()

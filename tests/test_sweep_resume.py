@@ -21,6 +21,14 @@ def _stored(db):
         return []
 
 
+def _group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 def _sweep(selection, db, *extra):
     cmd = [sys.executable, "-m", "torchconform", "sweep", "--selection", str(selection), "--build", "nightly",
            "--device", "cpu", "--db", str(db), "--variants", "eval", "--workers", "2", *extra]
@@ -40,9 +48,15 @@ def test_killed_sweep_resumes_and_stores_each_model_once(tmp_path):
         deadline = time.monotonic() + 120
         while len(_stored(db)) < 3 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
-        # The whole process group: the controller and its workers, as a kill -9 of a CI job would.
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.kill(proc.pid, signal.SIGKILL)  # the controller only: its workers must not outlive it
+        proc.wait(30)
+        deadline = time.monotonic() + 20
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _group_alive(proc.pid), "a sweep worker outlived the killed controller"
     finally:
+        if _group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
     partial = _stored(db)
     assert 3 <= len(partial) < N, "the sweep must have been killed part-way"

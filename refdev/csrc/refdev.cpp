@@ -11,6 +11,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
@@ -373,6 +374,23 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
 TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
 
+// Autocast: without a kernel for AutocastPrivateUse1 every op fails inside
+// torch.autocast(<name>).  Matmul-like ops run in the lower precision (as on
+// CUDA); everything else falls through unchanged.
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  using namespace at::autocast;
+  KERNEL_PRIVATEUSEONE(mm, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(bmm, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(addmm, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(baddbmm, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(matmul, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(linear, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(conv1d, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(conv2d, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(conv3d, lower_precision_fp)
+}
+
 // ---------------------------------------------------------------------------
 // The boxed CPU-compute kernel, registered per operator from the profile.
 static std::mutex g_count_mu;
@@ -412,9 +430,10 @@ struct Written {
 
 // After the CPU kernel ran: give the device tensor the CPU alias's metadata,
 // and its bytes if the kernel reallocated (resized) the alias.
-static void sync_written(const Written& w, int dev) {
+static void sync_written(const Written& w) {
   const auto& d = w.dev;
   const auto& c = w.cpu;
+  const int dev = d.device().index();
   if (c.storage().data() != d.storage().data() || c.storage().nbytes() != d.storage().nbytes()) {
     c10::Storage fresh(c10::Storage::use_byte_size_t(), c.storage().nbytes(), device_allocator(dev), true);
     if (c.storage().nbytes()) std::memcpy(fresh.mutable_data(), c.storage().data(), c.storage().nbytes());
@@ -511,7 +530,7 @@ static void compute_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, t
 
   for (auto& w : written) {
     if (g_f64_as_f32) round_f64(w.cpu);
-    sync_written(w, dev);
+    sync_written(w);
   }
 
   // Returns: an out/in-place argument comes back as the caller's device tensor;
@@ -559,13 +578,13 @@ static void register_ops(const std::vector<std::string>& implemented, const std:
   };
   for (const auto& n : implemented) add(n);
   for (const auto& n : fallback) {
-    auto dot = n.find('.');
-    auto base = n.rfind("aten::", 0) == 0 ? n : "aten::" + n;
-    dot = base.find('.');
-    std::string nm = dot == std::string::npos ? base : base.substr(0, dot);
-    std::string ov = dot == std::string::npos ? "" : base.substr(dot + 1);
-    g_fallback_ops.insert(c10::OperatorName(nm, ov));
-    add(n);
+    // "aten::sort.values_stable" -> OperatorName("aten::sort", "values_stable")
+    auto full = n.rfind("aten::", 0) == 0 ? n : "aten::" + n;
+    auto dot = full.find('.');
+    std::string name = dot == std::string::npos ? full : full.substr(0, dot);
+    std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
+    g_fallback_ops.insert(c10::OperatorName(name, overload));
+    add(full);
   }
 }
 

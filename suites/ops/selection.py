@@ -18,8 +18,9 @@ fixed rule, so its numbers are comparable from build to build:
 The list is chosen by category, not by a device's results: it deliberately
 includes operators that young backends often lack (e.g. ``cdist``, anti-aliased
 upsampling) and ones that commonly fall back to CPU (scans, sorting,
-``nonzero``), and the special functions for which OpInfo declares an expected
-failure of ``test_compare_cpu``, so a quick run exercises every outcome class.
+``nonzero``), the special functions and ``as_strided`` for which OpInfo declares expected
+failures of ``TestCommon`` tests, so a quick run exercises every outcome class
+the device can produce.
 Pick OpInfos by name instead with ``--tc-ops name,name`` (``TORCHCONFORM_OPS``).
 """
 from __future__ import annotations
@@ -33,10 +34,10 @@ QUICK_OPS = {
     "binary": ["add", "mul", "div.no_rounding_mode", "pow", "maximum", "atan2", "fmod", "bitwise_and"],
     "reduction": ["sum", "mean", "amax", "std", "prod", "logsumexp", "var_mean", "argmax"],
     "scan_sort": ["cumsum", "cummax", "sort", "topk", "nonzero", "median", "kthvalue", "unique"],
-    "shape_view": ["reshape", "permute", "cat", "stack", "flip", "roll", "tril", "narrow"],
+    "shape_view": ["reshape", "permute", "cat", "stack", "flip", "roll", "as_strided", "narrow"],
     "indexing": ["index_select", "gather", "scatter", "index_add", "masked_fill", "take", "index_put", "__getitem__"],
     "linalg": ["matmul", "mm", "addmm", "bmm", "linalg.vector_norm", "linalg.lu_factor", "cholesky", "cdist"],
-    "nn_conv_pool": ["nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
+    "nn_conv_pool": ["nn.functional.conv2d", "nn.functional.max_pool1d", "nn.functional.avg_pool2d",
                      "nn.functional.adaptive_avg_pool2d", "_upsample_bilinear2d_aa",
                      "nn.functional.interpolate.nearest", "nn.functional.unfold", "nn.functional.pad.reflect"],
     "nn_norm_act": ["nn.functional.layer_norm", "nn.functional.group_norm", "nn.functional.relu",

@@ -76,7 +76,6 @@ def upgrade():
     )
     # The one index every per-build query needs: latest result per test.
     op.create_index("ix_results_build_test", "results", ["build_id", "test_pk", "id"])
-    op.create_index("ix_results_run", "results", ["run_id"])
 
 
 def downgrade():

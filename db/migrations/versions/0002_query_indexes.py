@@ -3,6 +3,7 @@
 Revision ID: 0002_query_indexes
 Revises: 0001_initial
 """
+import sqlalchemy as sa
 from alembic import op
 
 revision = "0002_query_indexes"
@@ -13,7 +14,9 @@ depends_on = None
 
 def upgrade():
     op.create_index("ix_results_test", "results", ["test_pk", "build_id"])
-    op.create_index("ix_results_missing_op", "results", ["missing_op", "build_id"])
+    # Partial: only rows that name a missing operator.
+    op.create_index("ix_results_missing_op", "results", ["missing_op", "build_id"],
+                    sqlite_where=sa.text("missing_op != ''"), postgresql_where=sa.text("missing_op != ''"))
     op.create_index("ix_builds_created", "builds", ["created"])
     op.create_index("ix_builds_branch_device", "builds", ["branch", "device", "created"])
 

@@ -18,7 +18,7 @@ DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gate.
 
 MODES = ("fail", "warn", "off")
 
-# rule -> {threshold/option key: (type check, default)}; order is the report's order.
+# rule -> {threshold/option key: default}; this order is the order of the report.
 RULE_PARAMS: dict[str, dict] = {
     "regression": {"max_tests": 0, "outcomes": ["fail", "error", "crash", "timeout", "missing_op"]},
     "new_missing_op": {"max_ops": 0},

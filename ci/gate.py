@@ -192,7 +192,7 @@ def rule_coverage_drop(old, new, params, flaky=frozenset()) -> RuleResult:
     finding = {"old_rate": round(before, 3), "new_rate": round(now, 3), "drop": drop}
     return RuleResult("coverage_drop", count=max(drop, 0.0), threshold=params["max_drop"],
                       findings=[finding] if drop > 0 else [],
-                      detail=f"pass rate {before:.2f}% -> {now:.2f}% ({-drop:+.2f} points)")
+                      detail=f"pass rate {before:.2f}% -> {now:.2f}% ({round(now - before, 2) + 0.0:+.2f} points)")
 
 
 def rule_new_test_failing(old, new, params, flaky=frozenset()) -> RuleResult:

@@ -33,6 +33,8 @@ def register(subparsers):
     prop.add_argument("--write", metavar="PATH", help="append the candidates to this file (and apply --prune removals)")
     prop.add_argument("--prune", action="store_true", help="propose removing entries whose tests all pass in the build")
     prop.add_argument("--issue", metavar="URL", help="tracking issue URL to put in the candidates")
+    prop.add_argument("--baseline", metavar="NAME",
+                      help="only failures that are new since this stored build (it passed or did not exist there)")
     prop.set_defaults(func=run_propose)
 
 
@@ -117,6 +119,10 @@ def run_propose(args) -> int:
     try:
         store.build_row(args.build)
         outcomes = list(queries.iter_outcomes(store, args.build))
+        old_failures = None
+        if args.baseline:
+            store.build_row(args.baseline)
+            old_failures = {o.test_id for o in queries.iter_outcomes(store, args.baseline) if o.outcome in pr.FAILING}
     finally:
         store.close()
     backend = next((pr._device_base(o.device) for o in outcomes if o.device), "") or "unknown"
@@ -124,7 +130,8 @@ def run_propose(args) -> int:
     if args.write and os.path.exists(args.write) and os.path.abspath(args.write) not in map(os.path.abspath, paths):
         paths.append(args.write)
     existing = load_entries(paths)
-    candidates = pr.propose_entries(outcomes, existing, args.build, issue=args.issue)
+    new_failures = outcomes if old_failures is None else [o for o in outcomes if o.test_id not in old_failures]
+    candidates = pr.propose_entries(new_failures, existing, args.build, issue=args.issue)
     removals = pr.propose_removals(outcomes, existing) if args.prune else []
     print(pr.render_report(args.build, candidates, removals, backend), end="")
     if args.write:

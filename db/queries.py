@@ -385,3 +385,33 @@ def iter_outcomes(store, build: str, batch: int = 5000) -> Iterator[Outcome]:
                           variant=variant, dtype=dtype, device=device, kind=kind, missing_op=mop,
                           fallback_ops=fb.split() if fb else [], skiplist_entry=entry, duration=duration,
                           message=message, repro=repro, attempt=attempt)
+
+
+# -- for the nightly sweep (resume and scheduling) ------------------------------------------
+def stored_test_ids(store, build: str, suite: str) -> set[str]:
+    """Test ids of ``suite`` that ``build`` already has a result for (empty for an unknown build:
+    a sweep resuming a build that does not exist yet has nothing done)."""
+    with store.read() as conn:
+        build_id = conn.execute(select(builds.c.id).where(builds.c.name == build)).scalar_one_or_none()
+        if build_id is None:
+            return set()
+        pks = select(results.c.test_pk).where(results.c.build_id == build_id).distinct().subquery()
+        query = select(tests.c.test_id).join(pks, pks.c.test_pk == tests.c.id).where(tests.c.suite == suite)
+        return {row[0] for row in conn.execute(query)}
+
+
+def earlier_durations(store, suite: str, exclude_build: str | None = None, builds_back: int = 3) -> dict[str, float]:
+    """Mean duration per test id of ``suite`` over the ``builds_back`` most recent builds
+    (other than ``exclude_build``): what the sweep uses to balance shards."""
+    with store.read() as conn:
+        recent = select(builds.c.id).order_by(builds.c.created.desc(), builds.c.id.desc()).limit(builds_back)
+        if exclude_build:
+            recent = recent.where(builds.c.name != exclude_build)
+        ids = [row[0] for row in conn.execute(recent)]
+        if not ids:
+            return {}
+        query = (select(tests.c.test_id, func.avg(results.c.duration))
+                 .select_from(results.join(tests, tests.c.id == results.c.test_pk))
+                 .where(results.c.build_id.in_(ids), tests.c.suite == suite)
+                 .group_by(tests.c.test_id))
+        return {tid: float(avg or 0.0) for tid, avg in conn.execute(query)}

@@ -88,8 +88,13 @@ class Store:
         """One write transaction (SQLite: takes the write lock at BEGIN)."""
         with self.engine.connect() as conn:
             conn.execution_options(tc_write=True)
-            with conn.begin():
-                yield conn
+            try:
+                with conn.begin():
+                    yield conn
+            except BaseException:
+                # Test ids inserted by the rolled-back transaction are gone: forget their ids.
+                self._test_pks.clear()
+                raise
 
     # -- builds ------------------------------------------------------------------------
     def build_row(self, name: str, conn: Connection | None = None) -> dict:

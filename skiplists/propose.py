@@ -30,6 +30,7 @@ PLACEHOLDER_ISSUE = "https://issue.invalid/file-an-issue-and-paste-its-url"
 _CATEGORY = {CRASH: ("crashes_device", "skip"), TIMEOUT: ("too_slow", "skip"),
              FAIL: ("known_bug", "xfail"), ERROR: ("known_bug", "xfail")}
 _PASSING = {PASS, PASS_FALLBACK, XPASS}
+FAILING = frozenset(_CATEGORY)
 
 
 @dataclass

@@ -48,7 +48,7 @@ def run_build(db: str, build: str, profile: Path, tmp: Path, *pytest_args: str, 
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", *SUITE,
          "--tc-device", "refdev", "--tc-jsonl", str(jsonl), *pytest_args],
-        cwd=HERE.parent, env=full_env, capture_output=True, text=True, timeout=300)
+        cwd=HERE.parent, env=full_env, capture_output=True, text=True, timeout=900)  # a fresh machine compiles refdev first
     assert jsonl.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
     records = [json.loads(line) for line in jsonl.read_text().splitlines()]
     run = next(r for r in records if r.get("type") == "run_start")["run"]

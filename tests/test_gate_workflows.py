@@ -88,13 +88,13 @@ def test_gate_sh_first_build_passes_then_a_regression_fails(tmp_path):
                TC_RERUNS="0", TC_OUT=str(tmp_path / "out1"), TC_BUILD="ci-1",
                TORCHCONFORM_REFDEV_PROFILE=str(FIXTURES / "profiles" / "gate-a.yaml"))
     first = subprocess.run(["bash", str(CI / "gate.sh")], capture_output=True, text=True, env=env, cwd=tmp_path,
-                           timeout=600)
+                           timeout=900)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "first build" in (tmp_path / "out1" / "gate.md").read_text()
     env.update(TC_OUT=str(tmp_path / "out2"), TC_BUILD="ci-2",
                TORCHCONFORM_REFDEV_PROFILE=str(FIXTURES / "profiles" / "gate-b.yaml"))
     second = subprocess.run(["bash", str(CI / "gate.sh")], capture_output=True, text=True, env=env, cwd=tmp_path,
-                            timeout=600)
+                            timeout=900)
     assert second.returncode == 1, second.stdout[-3000:] + second.stderr[-3000:]
     summary = (tmp_path / "out2" / "gate.md").read_text()
     assert "against baseline `ci-1`" in summary and "`aten::sin.out`" in summary

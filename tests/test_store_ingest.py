@@ -155,6 +155,9 @@ def test_truncated_xml_names_file_and_line_and_stores_nothing(store, tmp_path):
     line = int(str(info.value).split("bad.xml:")[1].split(":")[0])
     assert line > 1
     assert queries.list_builds(store) == []
+    # The same store object is still usable: nothing of the rolled-back ingest lingers.
+    ingest(store, [str(good)], "partial")
+    assert queries.summary(store, "partial") == breakdown("partial", runner_outcomes())
 
 
 def test_not_junit_and_missing_files(store, tmp_path):

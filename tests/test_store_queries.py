@@ -183,3 +183,15 @@ def test_latest_build_by_branch_and_device(store):
     assert queries.latest_build(store, exclude="m2") == "f1"
     assert queries.latest_build(store, branch="nope") is None
     assert [b["name"] for b in queries.list_builds(store)] == ["m1", "f1", "m2"]
+
+
+def test_sweep_reads_done_tests_and_earlier_durations(store):
+    store_build(store, "n1", [O("models::bert::fwd", "pass", suite="models", duration=2.0),
+                              O("t::a", "pass", duration=9.0)])
+    store_build(store, "n2", [O("models::bert::fwd", "fail", suite="models", duration=4.0)])
+    store_build(store, "n3", [O("models::gpt2::fwd", "pass", suite="models", duration=1.0)], finish=False)
+    assert queries.stored_test_ids(store, "n3", "models") == {"models::gpt2::fwd"}
+    assert queries.stored_test_ids(store, "n1", "ops") == {"t::a"}
+    assert queries.stored_test_ids(store, "not-yet", "models") == set()
+    assert queries.earlier_durations(store, "models", exclude_build="n3") == {"models::bert::fwd": 3.0}
+    assert queries.earlier_durations(store, "models", exclude_build="n3", builds_back=1) == {"models::bert::fwd": 4.0}

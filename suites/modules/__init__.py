@@ -6,6 +6,13 @@ import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEST_FILE = os.path.join(HERE, "test_modules.py")
+# ``torchconform run --suite modules`` runs these (selection and --ops reach the
+# file through the plugin's --tc-selection / --tc-ops).
+TEST_PATHS = [TEST_FILE]
+
+
+def suite_args() -> list[str]:
+    return [TEST_FILE]
 
 
 def pytest_args(selection: str | None = None, modules=None) -> list[str]:

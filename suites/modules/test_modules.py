@@ -119,6 +119,17 @@ class TestModule(TestCase):
         return True
 
 
+def _name_privateuse1_base():
+    """Give the PrivateUse1 base its backend name before instantiation, so the class
+    is ``TestModule<DEVICE>`` (PyTorch renames the base only when a test first runs)."""
+    import torch.testing._internal.common_device_type as cdt
+
+    for base in cdt.device_type_test_bases:
+        if base.__name__ == "PrivateUse1TestBase" and base.device_type == "privateuse1":
+            base.setUpClass()
+
+
+_name_privateuse1_base()
 instantiate_device_type_tests(TestModule, globals())
 
 if __name__ == "__main__":

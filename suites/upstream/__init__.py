@@ -19,6 +19,8 @@ import yaml
 from torchconform.errors import UserError
 
 SRC_ENV = "TORCHCONFORM_PYTORCH_SRC"
+FILES_ENV = "TORCHCONFORM_UPSTREAM_FILES"          # comma-separated, like --files
+SELECTION_ENV = "TORCHCONFORM_UPSTREAM_SELECTION"  # a selection of files.yaml (default: default)
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "files.yaml")
 INI = os.path.join(HERE, "pytest.ini")
@@ -171,3 +173,20 @@ def pytest_args(src: str | None = None, files=None, selection: str | None = None
     if (config.get("pytest") or {}).get("noconftest", True):
         args.append("--noconftest")
     return args + paths
+
+
+def suite_args() -> list[str]:
+    """What ``torchconform run --suite upstream`` passes to pytest instead of test paths:
+    the checkout and files come from ``$TORCHCONFORM_PYTORCH_SRC`` and
+    ``$TORCHCONFORM_UPSTREAM_FILES`` (set by ``--pytorch-src`` / ``--files``)."""
+    return pytest_args(os.environ.get(SRC_ENV), os.environ.get(FILES_ENV) or None,
+                       os.environ.get(SELECTION_ENV) or None)
+
+
+def __getattr__(name):
+    # ``torchconform run`` reads ``TEST_PATHS`` of a suite module and puts it on the
+    # pytest command line; for upstream that list depends on the checkout, so it is
+    # computed when asked for (PEP 562), and a missing checkout is a one-line UserError.
+    if name == "TEST_PATHS":
+        return suite_args()
+    raise AttributeError(name)

@@ -114,10 +114,12 @@ entries:
     added: {dt.date.today()}
 """)
     out = tmp / "out.jsonl"
-    args = upstream.pytest_args(src, files=FILES)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", *args, "--tc-device", "refdev",
-                           "--tc-skiplist", str(listing), "--tc-jsonl", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    # Through the CLI, as a user runs it: the checkout and files travel in the environment.
+    env = dict(os.environ, TORCHCONFORM_PYTORCH_SRC=src, TORCHCONFORM_UPSTREAM_FILES=",".join(FILES))
+    proc = subprocess.run([sys.executable, "-m", "torchconform.cli.main", "run", "--suite", "upstream",
+                           "--device", "refdev", "-n", "0", "--no-db", "--jsonl", str(out), "--",
+                           "--tc-skiplist", str(listing)],
+                          cwd=str(tmp), env=env, capture_output=True, text=True, timeout=600)
     rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     return proc, {r["test_id"]: r for r in rows if r.get("type") == "outcome"}
 

@@ -112,8 +112,14 @@ def shrink_config(config, rules: dict | None = None, _depth: int = 0):
                 shrink_config(value, rules, _depth + 1)
 
     for name, value in rules.get("set", {}).items():
-        if _has(config, name) and _get(config, name) is not None:
+        current = _get(config, name)
+        if current is not None and not isinstance(current, (list, tuple, dict)) and _has(config, name):
             _set(config, name, value)
+
+    for name, limit in rules.get("cap_each", {}).items():
+        current = _get(config, name)
+        if isinstance(current, (list, tuple)) and all(isinstance(v, int) for v in current):
+            _set(config, name, type(current)(min(v, limit) for v in current))
 
     heads = _get(config, "num_attention_heads")
     for name, limit in rules.get("cap", {}).items():

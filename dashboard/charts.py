@@ -95,7 +95,7 @@ def trend_chart(points: list[dict], width: int = 1000, height: int = 260) -> Mar
     ``points``: [{"label": build name, "href": link or None, "breakdown": dict}].
     Absolute counts, so a run that lost tests shows as a shorter column.
     """
-    left, right, top, bottom = 56, 8, 10, 46
+    left, right, top, bottom = 80, 8, 10, 50
     plot_w, plot_h = width - left - right, height - top - bottom
     peak = max((p["breakdown"]["total"] for p in points), default=0) or 1
     n = max(len(points), 1)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
+from torchconform.collectors.breakdown import make_breakdown
 from torchconform.dashboard import cache, charts
-from torchconform.dashboard.model import BuildInfo, groups_of, load_builds
+from torchconform.dashboard.model import groups_of, load_builds
 from torchconform.dashboard.pages import build as build_page
 from torchconform.dashboard.pages import diff as diff_page
 from torchconform.dashboard.pages import home, matrix, missing, models, search
@@ -50,8 +52,19 @@ def prune(out_dir: Path, keep: set[str]) -> None:
 
 def copy_static(out_dir: Path) -> None:
     static = out_dir / "static"
-    shutil.copytree(STATIC, static, dirs_exist_ok=True)
+    shutil.copytree(STATIC, static, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__init__.py", "__pycache__"))
     (static / "categories.css").write_text(charts.category_css(), encoding="utf-8")
+
+
+def merge_breakdowns(build: str, parts) -> dict:
+    """One breakdown from breakdowns of disjoint parts of a build (collectors.breakdown shape)."""
+    outcomes, kinds, missing = Counter(), Counter(), Counter()
+    for b in parts:
+        outcomes.update(b["outcomes"])
+        kinds.update(b["backend_skip_kinds"])
+        missing.update({m["op"]: m["tests"] for m in b["missing_ops"]})
+    return make_breakdown(build, outcomes, kinds, missing)
 
 
 def _by_rows(by: dict) -> list[dict]:
@@ -123,10 +136,12 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
             if b in latest:
                 boards[b.name] = _board_from_download(out_dir / "builds" / b.slug / "missing.json")
             continue
-        b.summary = queries.summary(store, b.name)
+        by_suite = queries.summary_by(store, b.name, "suite")
+        # every test has exactly one suite, so the per-suite breakdowns add up to
+        # the build's: one scan of the build fewer than asking for summary()
+        b.summary = merge_breakdowns(b.name, by_suite.values())
         index.add(b.slug, queries.iter_outcomes(store, b.name))
-        build_page.render(site, b, _by_rows(queries.summary_by(store, b.name, "suite")),
-                          _by_rows(queries.summary_by(store, b.name, "file")), generated)
+        build_page.render(site, b, _by_rows(by_suite), _by_rows(queries.summary_by(store, b.name, "file")), generated)
         # op_matrix also holds model-zoo rows (tests.op is the model name there); the
         # operator matrix is about OpInfo operators, models have their own page.
         model_names = {o.op for o in index.models.get(b.slug, ())}

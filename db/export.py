@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import io
 import json
-import sys
 import xml.etree.ElementTree as ET
 
 from torchconform.collectors.outcome import CRASH, ERROR, FAIL, Outcome, SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL

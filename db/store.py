@@ -16,15 +16,15 @@ import os
 from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
-from sqlalchemy import create_engine, event, inspect, select, text, update
+from sqlalchemy import create_engine, event, inspect, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.engine import make_url
 
-from torchconform.collectors.outcome import Outcome, bound_message
+from torchconform.collectors.outcome import Outcome
 from torchconform.config import db_url, mask_password
 from torchconform.db import migrate
-from torchconform.db.models import HEAD_REVISION, builds, results, runs, tests
+from torchconform.db.models import HEAD_REVISION, builds, runs, tests
 from torchconform.errors import UserError
 
 # Columns of ``builds`` that metadata keys fill; anything else goes to the JSON column.

@@ -203,7 +203,6 @@ def _param_kwargs(fn) -> dict:
 def info_from_item(item) -> TestInfo:
     """TestInfo for a collected pytest item (PyTorch device-generic tests or plain ones)."""
     cls = getattr(getattr(item, "cls", None), "__name__", "") or ""
-    name = getattr(item, "originalname", None) or item.name
     fn = getattr(item, "obj", None)
     fn = getattr(fn, "__func__", fn)
     kwargs = _param_kwargs(fn) if fn is not None else {}

@@ -26,7 +26,7 @@ import os
 
 import pytest
 
-from torchconform.skiplists.entries import first_match, info_from_item, info_from_record
+from torchconform.skiplists.entries import first_match, info_from_item, info_from_record, ref_from_message
 
 ENV_PATHS = "TORCHCONFORM_SKIPLIST"
 ENV_AUDIT = "TORCHCONFORM_SKIPLIST_AUDIT"
@@ -111,6 +111,7 @@ class SkiplistMatcher:
         self.delegated: set[str] = set()
         self._items: dict = {}
         self.applied: dict[str, int] = {}
+        self.stale: dict[str, list[str]] = {}
 
     def entry_for(self, info):
         entry = first_match(self.entries, info, self.today, self.torch_version)
@@ -147,6 +148,24 @@ class SkiplistMatcher:
             return None
         self.applied[entry.ref] = self.applied.get(entry.ref, 0) + 1
         return RunnerEntry(entry, run_mode(entry, self.audit))
+
+    def pytest_runtest_logreport(self, report):
+        # An xfail entry whose test passed is a stale expectation: remember it for
+        # the summary, which proposes the removal.  Runs where reports arrive
+        # (the controller under xdist).
+        if report.when == "call" and report.passed and getattr(report, "wasxfail", None) is not None:
+            ref = ref_from_message(report.wasxfail)
+            if ref:
+                self.stale.setdefault(ref, []).append(report.nodeid)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.stale:
+            return
+        tr = terminalreporter
+        tr.section("torchconform skiplist: proposed removals")
+        for ref, nodeids in sorted(self.stale.items()):
+            tr.write_line(f"{ref}: its test passed ({len(nodeids)} xpass, e.g. {nodeids[0]}); remove the entry")
+        tr.write_line("(torchconform skiplist propose --build NAME --prune lists them from a stored build)")
 
     def pytest_report_header(self, config):
         mode = " (audit: skip entries run as xfail)" if self.audit else ""

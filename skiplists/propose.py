@@ -134,7 +134,10 @@ def propose_removals(outcomes, existing: list[Entry], today: _dt.date | None = N
 # -- rendering and writing -------------------------------------------------
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    def ignore_aliases(self, data):
+        # Candidates share one date object; anchors (&id001) would make the file
+        # depend on entry order, so every value is written out.
+        return True
 
 
 def _str_presenter(dumper, value):

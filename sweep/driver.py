@@ -132,6 +132,8 @@ def run_sweep(opts: SweepOptions) -> SweepReport:
     prof, device = resolve_profile(opts.device, opts.profile)
     all_ids = catalog.select(opts.selection, opts.notes)
     engine = make_engine(opts, prof, device)
+    if hasattr(engine, "connect"):
+        engine.connect()  # an unreachable cluster is a user error before anything is stored
 
     store = open_store(db_url(opts.db or None))
     try:

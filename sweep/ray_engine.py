@@ -56,7 +56,7 @@ class RayEngine:
         self.max_in_flight = max_in_flight
         self.replaced = 0
 
-    def _connect(self):
+    def connect(self):
         import ray
 
         if not ray.is_initialized():
@@ -73,7 +73,7 @@ class RayEngine:
         tasks = list(tasks)
         if not tasks:
             return
-        ray = self._connect()
+        ray = self.connect()
         remote = ray.remote(run_task).options(**task_options(settings.device))
         limit = self.max_in_flight or len(tasks)
         queue = list(reversed(tasks))

@@ -69,11 +69,13 @@ class PgServer:
         if self.dir is None:
             return
         try:
-            self._run(_pg_bin("pg_ctl"), "-D", os.path.join(self.dir, "data"), "-m", "immediate", "-w", "stop")
-        except (subprocess.SubprocessError, OSError):
+            if os.path.exists(os.path.join(self.dir, "data", "postmaster.pid")):
+                self._run(_pg_bin("pg_ctl"), "-D", os.path.join(self.dir, "data"), "-m", "immediate", "-w", "stop")
+        except Exception:  # already gone, or interpreter shutting down: still remove the folder
             pass
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.dir = None
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
 
     def url(self, database: str = "postgres") -> str:
         # trust auth accepts any password; carrying one lets tests check it is never printed.
@@ -115,12 +117,27 @@ def shared_server() -> PgServer:
     return _SERVER
 
 
+def stop_shared_server() -> None:
+    global _SERVER
+    if _SERVER is not None:
+        _SERVER.stop()
+        _SERVER = None
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """The process's server; stopped and removed at the end of the session
+    (atexit is only the fallback: xdist workers may not get that far)."""
+    yield shared_server()
+    stop_shared_server()
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def db_url(request, tmp_path):
     """A fresh, empty database URL of each kind (the store's tests run on both)."""
     if request.param == "sqlite":
         return str(tmp_path / "store.db")
-    return shared_server().new_database()
+    return request.getfixturevalue("pg_server").new_database()
 
 
 @pytest.fixture

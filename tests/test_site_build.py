@@ -40,6 +40,10 @@ def test_home_lists_latest_build_per_branch_with_breakdown(built):
     assert "branch release/2.13" in html
     with open_store(str(built["db"])) as store:
         b3 = queries.summary(store, "b3")
+    # the summary the site shows is the store's summary of the build
+    import json as _json
+    manifest = _json.loads((built["out"] / ".torchconform-site").read_text())
+    assert manifest["builds"]["b3"]["summary"] == b3
     # the legend states the real count of native passes of b3
     assert re.search(r"pass \(native\): <strong>{:,}</strong>".format(b3["outcomes"]["pass"]), html)
     assert "<svg class=\"trend\"" in html and "<svg class=\"bar\"" in html
@@ -262,3 +266,40 @@ def test_second_run_reuses_unchanged_builds(tmp_path):
         "suites/ops/test_ops.py::TestCommonREFDEV::test_forward_extra_refdev_float32")] == "."
     home = (out / "index.html").read_text()
     assert 'href="builds/b4/index.html"' in home
+
+
+def test_odd_builds_empty_unfinished_and_clashing_names(tmp_path):
+    """A build with no outcomes, one whose run never ended, and names that slug alike."""
+    from torchconform.dashboard.render import slugify
+
+    taken = set()
+    assert [slugify(n, taken) for n in ("a/b", "a-b", "../x", "")] == ["a-b", "a-b-2", "x", "build"]
+    with open_store(str(tmp_path / "s.db")) as store:
+        store.ensure_build("a/b", branch="main", device="refdev")
+        store.finish_run(store.start_run("a/b", suite="ops"), 0)         # complete, no outcomes
+        store.ensure_build("a-b", branch="main", device="refdev")
+        run = store.start_run("a-b", suite="ops")                          # never finished
+        store.add_outcomes(run, site_data.outcomes_for(1))
+        home = build_site(store, tmp_path / "site")
+        html = home.read_text()
+        assert 'href="builds/a-b/index.html"' in html and 'href="builds/a-b-2/index.html"' in html
+        empty = (tmp_path / "site/builds/a-b/index.html").read_text()
+        assert "0 outcomes" in empty and "This build has no OpInfo results" in (
+            tmp_path / "site/builds/a-b/matrix.html").read_text()
+        q = CountingQueries()
+        build_site(store, tmp_path / "site", queries=q)
+    # the unfinished build may still grow, so it is read again; the finished one is kept
+    assert sorted(b for name, b in q.calls if name == "iter_outcomes") == ["a-b"]
+
+
+def test_every_control_has_a_label_and_no_asset_is_remote(built):
+    """Keyboard and screen-reader use needs labelled controls; file:// use needs local assets."""
+    for page in built["out"].rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        labels = set(re.findall(r'<label for="([^"]+)"', html))
+        controls = re.findall(r'<(?:input|select)\b[^>]*\bid="([^"]+)"', html)
+        assert set(controls) <= labels, (page, set(controls) - labels)
+        # no CDN: every script and stylesheet is a relative path inside the site
+        for src in re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="([^"]+)"', html):
+            assert "://" not in src and not src.startswith("//"), (page, src)
+            assert (page.parent / src).resolve().is_file(), (page, src)

@@ -6,7 +6,6 @@ Uses tests/fixtures/skiplist/fx_skip_sample.py on ``--tc-device cpu`` (runs anyw
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -105,6 +104,9 @@ def test_plain_pytest_applies_the_same_entries(world):
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "1 skipped, 2 xfailed, 1 xpassed" in proc.stdout
     assert "torchconform skiplist: cpu-known.yaml::plain-too-slow" in proc.stdout
+    # the stale expectation is reported with its proposed removal
+    summary = proc.stdout.split("torchconform skiplist: proposed removals", 1)[1]
+    assert "cpu-known.yaml::neg-int: its test passed (1 xpass" in summary and "remove the entry" in summary
 
 
 def test_prune_proposes_removing_stale_entries(world):
@@ -135,6 +137,10 @@ def test_propose_turns_failures_into_entries_that_apply(world):
     assert "op: mul" in printed and "kind: test_value" in printed and "dtype: [float32, int64]" in printed
     assert "mode: xfail" in printed and "category: known_bug" in printed
     assert "issue.invalid" in printed and not empty.read_text().count("mul")    # printed, not written
+    # Against a baseline where mul already failed, nothing is new.
+    since = cli("skiplist", "propose", "--build", "bare", "--baseline", "bare", "--db", world["db"],
+                "--skiplist", str(empty), check=0).stdout
+    assert "entries: []" in since
     # --write needs a real issue; with one, the file gains an entry that lints clean and applies.
     assert cli("skiplist", "propose", "--build", "bare", "--db", world["db"], "--skiplist", str(empty),
                "--write", str(empty)).returncode == 2

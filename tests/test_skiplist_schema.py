@@ -218,3 +218,41 @@ def test_lint_against_collected_tests_finds_stale_entries(tmp_path):
     stale = sorted(p.message.split()[1] for p in problems if p.code == "stale")
     assert stale == ["div-floor", "one-test"]
     assert not [p for p in problems if p.code != "stale"]
+
+
+def test_propose_groups_failures_and_file_edits_round_trip(tmp_path):
+    from torchconform.skiplists import propose as pr
+
+    path = write(tmp_path, GOOD)
+    existing = load_skiplist(path).entries
+    outs = [Outcome(test_id=f"s.py::TestCommonREFDEV::test_out_topk_refdev_{d}", outcome="fail", op="topk",
+                    variant="out", dtype=d, name=f"test_out_topk_refdev_{d}", device="refdev:0",
+                    message="RuntimeError: out: wrong shape") for d in ("int64", "float32")]
+    outs += [Outcome(test_id="m.py::T::test_boom", outcome="crash", name="test_boom", device="refdev:0",
+                     message="worker crashed"),
+             Outcome(test_id="m.py::T::test_slow", outcome="timeout", name="test_slow", device="refdev:0"),
+             # already covered by sort-stable: no candidate
+             Outcome(test_id="s.py::TestCommonREFDEV::test_compare_cpu_sort_refdev_float32", outcome="fail",
+                     op="sort", variant="compare_cpu", dtype="float32", name="test_compare_cpu_sort_refdev_float32")]
+    cands = pr.propose_entries(outs, existing, "b1", issue="https://github.com/example/refdev/issues/50",
+                               today=dt.date(2026, 12, 1))
+    got = {c.entry["id"]: (c.entry["match"], c.entry["mode"], c.entry["category"], len(c.tests)) for c in cands}
+    assert got == {
+        "topk-test_out": ({"op": "topk", "dtype": ["float32", "int64"], "kind": "test_out"}, "xfail", "known_bug", 2),
+        "test_boom": ({"test": "m.py::T::test_boom"}, "skip", "crashes_device", 1),
+        "test_slow": ({"test": "m.py::T::test_slow"}, "skip", "too_slow", 1),
+    }
+    pr.append_entries(path, cands, "refdev")
+    after = load_skiplist(path).entries
+    assert [e.id for e in after][-3:] == ["topk-test_out", "test_boom", "test_slow"]
+    assert lint([path], today=dt.date(2026, 12, 1), torch_version="2.13.0") == []
+    pr.remove_entries([pr.Removal(e, "stale") for e in after if e.id in ("div-floor", "test_boom")])
+    assert [e.id for e in load_skiplist(path).entries] == ["sort-stable", "one-test", "by-regex", "topk-test_out", "test_slow"]
+    # Removals come from a build: passing tests or none at all; skipped tests say nothing.
+    build = [Outcome(test_id="x::TestThingREFDEV::test_exact_refdev", outcome="skip_backend", kind="skiplist",
+                     skiplist_entry="list.yaml::one-test"),
+             Outcome(test_id="s.py::C::test_out_topk_refdev_int64", outcome="xpass", op="topk", variant="out",
+                     dtype="int64", name="test_out_topk_refdev_int64")]
+    removals = {r.entry.id: r.why for r in pr.propose_removals(build, load_skiplist(path).entries)}
+    assert set(removals) == {"sort-stable", "by-regex", "topk-test_out", "test_slow"}
+    assert removals["topk-test_out"].startswith("all 1 matched test(s) passed (1 xpass)")

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from pg import db_url, store  # noqa: F401  (fixtures)
+from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from torchconform.collectors.breakdown import breakdown
 from torchconform.collectors.outcome import Outcome
 from torchconform.db import queries

@@ -8,7 +8,7 @@ import sys
 import pytest
 from sqlalchemy import text
 
-from pg import db_url, shared_server  # noqa: F401  (fixture)
+from pg import db_url, pg_server  # noqa: F401  (fixtures)
 from torchconform.collectors.outcome import Outcome
 from torchconform.db import migrate, queries
 from torchconform.db.models import HEAD_REVISION

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from pg import db_url  # noqa: F401  (fixture)
+from pg import db_url, pg_server  # noqa: F401  (fixtures)
 from torchconform.collectors.outcome import Outcome
 from torchconform.db import queries
 from torchconform.db.sink import StoreSink, build_metadata

@@ -16,7 +16,10 @@ from torchconform.dashboard.tables import Table
 # blocks coverage, then passes.  Eligibility skips only when nothing else ran.
 STATE_ORDER = ("failed", "missing_op", "unsupported_dtype", "skiplist", "not_executed",
                "pass_fallback", "pass", "xfail", "skip_eligibility")
-VARIANT_ORDER = ("forward", "gradient", "grad", "out", "compiled")
+# Forward, gradient, out=, other eager checks, compiled: the runner's names
+# (suites/ops/selection.py VARIANTS) and the generic ones; others follow by name.
+VARIANT_ORDER = ("forward", "compare_cpu", "gradient", "grad", "compare_cpu_grad", "out",
+                 "noncontiguous_samples", "compiled", "compile_compare_cpu")
 COUNT_NAMES = (*OUTCOMES, *BACKEND_SKIP_KINDS)
 
 

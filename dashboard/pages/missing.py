@@ -38,7 +38,7 @@ def render(site, builds: list[BuildInfo], boards: dict[str, list[dict]], slugs: 
     for g in groups_of(builds):
         b = g.latest
         rows = boards.get(b.name, [])
-        table = leaderboard_table(f"tables/missing-{b.slug}", f"Latest build {b.name}", rows, slugs)
+        table = leaderboard_table(f"tables/missing-{b.slug}", "Operators ranked by tests blocked", rows, slugs)
         sections.append({"heading": f"Branch {g.branch or '(none)'} · device {g.device or '(unknown)'} · build {b.name}",
                          "table": table, **headline(rows)})
         tables.append(table)

@@ -1,0 +1,88 @@
+#!/usr/bin/env python
+"""Runner overhead: the same fixed ops selection with plain pytest and with the
+torchconform plugin, and the plugin's -n 2 speedup.
+
+    .venv/bin/python bench/runner_overhead.py [--device refdev] [--ops a,b,...] [-k EXPR] [--repeat 3]
+
+Plain pytest gets the device the way a hand-written conftest would (a tiny
+``-p`` plugin calling ``torchconform.refdev.load()`` and PYTORCH_TESTING_DEVICE_ONLY_FOR);
+the plugin run adds classification, the watchdog and the JSON-lines sink.
+Prints wall times (best of --repeat), the plugin/plain ratio (target <= 1.03) and
+the serial / -n 2 speedup (target >= 1.8x on 2 cores).  Figures are only
+meaningful on an otherwise idle machine.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SUITE = REPO / "suites" / "ops" / "test_ops.py"
+
+LOADER = '''
+def pytest_configure(config):
+    from torchconform import refdev
+    refdev.load()
+'''
+
+
+def timed(cmd, env) -> tuple[float, int]:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        sys.exit(f"runner_overhead: command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    return elapsed, proc.returncode
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="refdev", choices=("refdev", "cpu"))
+    ap.add_argument("--ops", default="", help="OpInfo names (default: the quick selection)")
+    ap.add_argument("-k", dest="keyword", default="test_compare_cpu_ and not grad",
+                    help="pytest -k expression (default: the forward compare variant)")
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="tc-bench-"))
+    (tmp / "tc_bench_loader.py").write_text(LOADER)
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHCONFORM_", "PYTORCH_TESTING_"))}
+    base_env.update(TORCHCONFORM_SELECTION="quick", TORCHCONFORM_DEVICE=args.device)
+    if args.ops:
+        base_env["TORCHCONFORM_OPS"] = args.ops
+    common = [sys.executable, "-m", "pytest", str(SUITE), "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+              "--rootdir", str(REPO), "-k", args.keyword]
+
+    plain_env = dict(base_env, PYTORCH_TESTING_DEVICE_ONLY_FOR=args.device,
+                     PYTHONPATH=os.pathsep.join([str(tmp), base_env.get("PYTHONPATH", "")]))
+    plain = common + ["-p", "no:torchconform"] + (["-p", "tc_bench_loader"] if args.device == "refdev" else [])
+    plugin = common + ["--tc-device", args.device]
+
+    def best(cmd, env, label):
+        times = []
+        for i in range(args.repeat):
+            jsonl = tmp / f"{label}-{i}.jsonl"
+            extra = ["--tc-jsonl", str(jsonl)] if "--tc-device" in cmd else []
+            t, _ = timed(cmd + extra, env)
+            times.append(t)
+            print(f"  {label:<22} run {i + 1}: {t:7.2f} s", flush=True)
+        return min(times)
+
+    print(f"runner overhead on {args.device}: selection quick, -k {args.keyword!r}"
+          + (f", ops {args.ops}" if args.ops else ""))
+    t_plain = best(plain, plain_env, "plain pytest")
+    t_plugin = best(plugin, base_env, "pytest + torchconform")
+    t_par = best(plugin + ["-n", "2"], base_env, "torchconform -n 2")
+    print(f"plain pytest            {t_plain:8.2f} s")
+    print(f"with torchconform       {t_plugin:8.2f} s   ratio {t_plugin / t_plain:5.3f}  (target <= 1.03)")
+    print(f"with torchconform -n 2  {t_par:8.2f} s   speedup {t_plugin / t_par:4.2f}x  (target >= 1.8x on 2 cores)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Not code: a package only so that setuptools ships the static files in wheels (see setup.py)."""

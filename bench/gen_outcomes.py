@@ -74,7 +74,9 @@ def synthetic_outcomes(n: int = SEED_TOTAL, seed: int = 0, drift: float = 0.0, s
     # Zipf-like: a few operators block most tests, like real backends.
     weights = [1.0 / (k + 1) for k in range(N_MISSING_OPS)]
     missing_names = [f"aten::op{k:03d}.out" if k % 3 == 0 else f"aten::op{k:03d}" for k in range(N_MISSING_OPS)]
-    op_rng = random.Random(1000 + seed)
+    # Chosen per test index, not per build: a test blocked by an operator stays blocked by
+    # the same one in every build, as on a real backend.
+    missing_for = random.Random(1000).choices(missing_names, weights, k=n)
     out = []
     for i, (outcome, kind) in enumerate(labels):
         op = f"op{i % N_OPS:03d}"
@@ -88,7 +90,7 @@ def synthetic_outcomes(n: int = SEED_TOTAL, seed: int = 0, drift: float = 0.0, s
                  name=name, op=op, variant=variant, dtype=dtype, device="refdev:0",
                  duration=round(0.001 + (i % 97) * 0.0005, 4))
         if kind == "missing_op":
-            mop = op_rng.choices(missing_names, weights)[0]
+            mop = missing_for[i]
             o.update(missing_op=mop, message=f"NotImplementedError: Could not run '{mop}' with arguments from the 'PrivateUse1' backend.")
         elif kind == "skiplist":
             o.update(skiplist_entry=f"refdev-{i % 40}", message=f"torchconform skiplist: refdev-{i % 40} known numerics issue")

@@ -15,7 +15,7 @@ def register(subparsers):
                                             "crash-proof, sharded and resumable")
     p.add_argument("--suite", choices=("models", "ops", "upstream"), default="models")
     p.add_argument("--selection", default="quick",
-                   help="quick, full, or (models) a file listing model ids such as hf/bert")
+                   help="quick, full, or (models) model ids such as hf/bert,hf/gpt2 or a file listing them")
     p.add_argument("--build", required=True, help="build name the results belong to (shards share it)")
     p.add_argument("--shards", type=int, default=1, help="number of shards the selection is split into")
     p.add_argument("--shard", type=int, default=0, help="which shard this machine runs (0-based)")

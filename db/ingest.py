@@ -69,9 +69,12 @@ def _case_outcome(case: TestCase, props: dict, profile, suite: str, path: str, c
     message = ""
     if first is not None:
         message = first.get("message") or (first.text or "")
-    test_id = props.get("tc.test_id") or (f"{classname}::{name}" if classname else name)
     file_ = elem.get("file") or ""
     cls = _class_part(classname, file_)
+    # With a file attribute this rebuilds pytest's node id (file::Class::name);
+    # without one, the JUnit convention classname::name.
+    test_id = props.get("tc.test_id") or (
+        "::".join(p for p in (file_, cls, name) if p) if file_ else (f"{classname}::{name}" if classname else name))
     base = dict(test_id=test_id, suite=suite, file=file_, cls=cls, name=name,
                 op=props.get("tc.op", ""), variant=props.get("tc.variant", ""), dtype=props.get("tc.dtype", ""),
                 device=props.get("tc.device", ""), duration=duration, repro=props.get("tc.repro", ""))

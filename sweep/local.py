@@ -110,11 +110,11 @@ class LocalEngine:
                                     "check the device with `torchconform doctor`")
                         else:
                             startup_failures = 0
-                        self._worker_died(slot, settings, on_result)
+                        self._worker_died(slot, settings, on_result, respawn=bool(queue))
                     elif slot.task is not None and now - slot.started > settings.timeout:
                         self._drain_or_fail(slot, settings, on_result)
                         if slot.task is not None:
-                            self._timed_out(slot, settings, on_result)
+                            self._timed_out(slot, settings, on_result, respawn=bool(queue))
                     elif not slot.ready and now - slot.spawned > STARTUP_TIMEOUT:
                         raise UserError(f"a sweep worker did not bring up {settings.device} within "
                                         f"{STARTUP_TIMEOUT:g}s; check the device with `torchconform doctor`")
@@ -177,24 +177,28 @@ class LocalEngine:
         slot.task, slot.current, slot.done, slot.outcomes = None, "", set(), []
         on_result(result)
 
-    def _worker_died(self, slot: _Slot, settings: Settings, on_result) -> None:
+    def _worker_died(self, slot: _Slot, settings: Settings, on_result, respawn: bool) -> None:
         if slot.task is not None:
             text = failures.describe_exit(slot.proc.exitcode, settings.memory_limit_mb)
             lost = failures.crash(slot.task.model_id, slot.variants, slot.done, slot.current,
                                   slot.device or settings.device,
                                   slot.name, text, time.monotonic() - slot.started)
             self._finish(slot, on_result, slot.outcomes + lost)
-        self._replace(slot, settings)
+        self._replace(slot, settings, respawn)
 
-    def _timed_out(self, slot: _Slot, settings: Settings, on_result) -> None:
+    def _timed_out(self, slot: _Slot, settings: Settings, on_result, respawn: bool) -> None:
         self._kill(slot)
         lost = failures.timeout(slot.task.model_id, slot.variants, slot.done, slot.current,
                                 slot.device or settings.device,
                                 settings.timeout, time.monotonic() - slot.started)
         self._finish(slot, on_result, slot.outcomes + lost)
-        self._replace(slot, settings)
+        self._replace(slot, settings, respawn)
 
-    def _replace(self, slot: _Slot, settings: Settings) -> None:
+    def _replace(self, slot: _Slot, settings: Settings, respawn: bool) -> None:
+        """Retire a dead or killed worker; start a new one on the same device if work is left."""
         self._kill(slot)
         self.replaced += 1
-        self._spawn(slot, settings)
+        if respawn:
+            self._spawn(slot, settings)
+        else:
+            slot.proc, slot.conn, slot.ready = None, None, False

@@ -12,11 +12,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PICK = ["nn.Linear", "nn.GELU", "nn.GroupNorm", "nn.MultiheadAttention"]
 
 
+def child_env(**extra):
+    """Environment for a child pytest: without the xdist worker variables of this
+    run (the child would take itself for a worker and record nothing)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
+    env.update(extra)
+    return env
+
+
 def run(tmp_path, device):
     out = tmp_path / f"{device}.jsonl"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            *modules.pytest_args("quick", PICK), "--tc-device", device, "--tc-jsonl", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=child_env())
     rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     got = {r["name"]: r for r in rows if r.get("type") == "outcome"}
     assert got, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -93,6 +93,8 @@ def test_diff_page_categories(built):
     assert [r["test id"] for r in creep] == [site_data.CREEP]
     new_ops = json.loads(read(built, "builds/b3/diff-new_missing_ops.json"))
     assert [r["op"] for r in new_ops] == ["aten::add.out"]
+    flaky = json.loads(read(built, "builds/b3/diff-flaky.json"))
+    assert flaky == [{"test_id": site_data.FLAKY, "attempts": "crash \u2192 pass \u2192 crash"}]
 
 
 def test_missing_leaderboard_ranks_and_counts_models(built):

@@ -51,9 +51,17 @@ entries:
 """
 
 
+def child_env(**extra):
+    """Environment for a child pytest: without the xdist worker variables of this
+    run (the child would take itself for a worker and record nothing)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
+    env.update(extra)
+    return env
+
+
 def cli(*args, check=None):
     proc = subprocess.run([sys.executable, "-m", "torchconform.cli.main", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=child_env())
     if check is not None:
         assert proc.returncode == check, proc.stdout + proc.stderr
     return proc
@@ -62,7 +70,7 @@ def cli(*args, check=None):
 def run_sample(tmp, *args):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "-p", "torchconform.skiplists.plugin", SAMPLE, *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=child_env())
     return proc
 
 

@@ -36,9 +36,17 @@ STALE = """\
 """
 
 
+def child_env(**extra):
+    """Environment for a child pytest: without the xdist worker variables of this
+    run (the child would take itself for a worker and record nothing)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
+    env.update(extra)
+    return env
+
+
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "torchconform.cli.main", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=child_env())
 
 
 def test_shipped_skiplist_lints_clean():
@@ -66,7 +74,7 @@ def test_known_failures_become_skiplist_skips_and_stale_entries_are_pruned(injec
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "torchconform.skiplists.plugin",
          "suites/ops/test_ops.py", "--tc-device", "refdev", "--tc-ops", OP, "--tc-skiplist", injected,
          "--tc-db", db, "--tc-build", "ln"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=child_env())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     store = open_store(db)
     try:

@@ -210,3 +210,25 @@ def test_cli_bad_xml_exit_2(tmp_path):
     assert "trunc.xml:4: malformed or truncated XML" in r.stderr and r.stderr.count("\n") == 1
     with open_store(db) as store:
         assert queries.list_builds(store) == []
+
+
+def test_unittest_xml_report_like_pytorch_ci(tmp_path):
+    """Several suites per file, unittest-xml-reporting's skip/xfail/unexpected-success spellings."""
+    path = os.path.join(HERE, "fixtures", "store", "unittest_xml_report.xml")
+    with open_store(str(tmp_path / "ci.db")) as store:
+        ingest(store, [path], "pytorch-ci")
+        outcomes_by_name = {o.name: o for o in queries.iter_outcomes(store, "pytorch-ci")}
+        got = {name: (o.outcome, o.kind, o.missing_op) for name, o in outcomes_by_name.items()}
+        by_suite = queries.summary_by(store, "pytorch-ci", "suite")
+    assert got == {
+        "test_add_privateuse1_float32": ("pass", "", ""),
+        "test_pow_privateuse1_float32": ("skip_backend", "missing_op", "aten::pow.Tensor_Tensor_out"),
+        "test_div_privateuse1_float16": ("fail", "", ""),
+        "test_sub_privateuse1_complex64": ("skip_eligibility", "", ""),
+        "test_sum_privateuse1_bfloat16": ("xfail", "", ""),
+        "test_mean_privateuse1_float32": ("xpass", "", ""),
+    }
+    assert set(by_suite) == {"TestBinaryUfuncsPRIVATEUSE1-20260101000000", "TestReductionsPRIVATEUSE1-20260101000000"}
+    assert outcomes_by_name["test_add_privateuse1_float32"].test_id == (
+        "test_binary_ufuncs.py::TestBinaryUfuncsPRIVATEUSE1::test_add_privateuse1_float32")
+    assert outcomes_by_name["test_add_privateuse1_float32"].cls == "TestBinaryUfuncsPRIVATEUSE1"

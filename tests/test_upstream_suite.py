@@ -20,6 +20,14 @@ FAKE = os.path.join(ROOT, "tests", "fixtures", "upstream")
 FILES = ["test_fake_ops", "test_fake_tensor_ops.py"]
 
 
+def child_env(**extra):
+    """Environment for a child pytest: without the xdist worker variables of this
+    run (the child would take itself for a worker and record nothing)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
+    env.update(extra)
+    return env
+
+
 def fake_checkout(tmp_path, commit=None, version="2.13.0a0"):
     src = tmp_path / "pytorch"
     shutil.copytree(os.path.join(FAKE, "test"), src / "test")
@@ -115,7 +123,7 @@ entries:
 """)
     out = tmp / "out.jsonl"
     # Through the CLI, as a user runs it: the checkout and files travel in the environment.
-    env = dict(os.environ, TORCHCONFORM_PYTORCH_SRC=src, TORCHCONFORM_UPSTREAM_FILES=",".join(FILES))
+    env = child_env(TORCHCONFORM_PYTORCH_SRC=src, TORCHCONFORM_UPSTREAM_FILES=",".join(FILES))
     proc = subprocess.run([sys.executable, "-m", "torchconform.cli.main", "run", "--suite", "upstream",
                            "--device", "refdev", "-n", "0", "--no-db", "--jsonl", str(out), "--",
                            "--tc-skiplist", str(listing)],

@@ -114,8 +114,11 @@ def test_selections():
     assert 15 <= len(quick) <= 30
     full = catalog.select("full")
     assert set(quick) <= set(full) and len(full) == len(hf.model_types())
+    assert catalog.select("hf/gpt2,hf/bert") == ["hf/bert", "hf/gpt2"]
     with pytest.raises(UserError, match="unknown model selection"):
         catalog.select("nope")
+    with pytest.raises(UserError, match="is not FAMILY/NAME"):
+        catalog.select("hf/bert,bert")
 
 
 def test_expected_covered_set_is_pinned_for_this_transformers_version():

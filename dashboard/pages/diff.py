@@ -68,6 +68,12 @@ def _plain(value):
     return value
 
 
+def flaky_rows(entries: list[dict]) -> list[dict]:
+    """queries.flaky_tests entries as one row per test: its attempts in order."""
+    return [{"test_id": e["test_id"], "attempts": " \u2192 ".join(a["outcome"] for a in e.get("attempts", []))}
+            for e in entries]
+
+
 def categories_of(diff: dict) -> list[tuple[str, list]]:
     known = [k for k, _ in CATEGORIES if isinstance(diff.get(k), list)]
     others = sorted(k for k, v in diff.items() if isinstance(v, list) and k not in known)
@@ -76,7 +82,8 @@ def categories_of(diff: dict) -> list[tuple[str, list]]:
 
 def render(site, build: BuildInfo, diff: dict, generated: str):
     base = f"builds/{build.slug}/"
-    tables = [{"key": key, "table": category_table(f"{base}diff-{key}", key, items)}
+    tables = [{"key": key, "table": category_table(f"{base}diff-{key}", key,
+                                                   flaky_rows(items) if key == "flaky" else items)}
               for key, items in categories_of(diff)]
     return site.page(base + "diff.html", "diff.html", title=f"Diff · {build.name} against {build.baseline.name}",
                      build=build, baseline=build.baseline, tables=tables, generated=generated,

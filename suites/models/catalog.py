@@ -33,7 +33,7 @@ def _read_list(path: str) -> list[str]:
 
 
 def select(selection: str, notes: list | None = None) -> list[str]:
-    """Model ids of ``selection`` (quick, full, or a file listing ids), sorted, unique."""
+    """Model ids of ``selection`` (quick, full, comma-separated ids, or a file listing ids), sorted, unique."""
     notes = notes if notes is not None else []
     if selection == "quick":
         ids = load_yaml("selections.yaml")["quick"]
@@ -51,8 +51,11 @@ def select(selection: str, notes: list | None = None) -> list[str]:
                 notes.append(f"{family} family left out: {why}")
     elif os.path.isfile(selection):
         ids = _read_list(selection)
+    elif "/" in selection:
+        ids = [part.strip() for part in selection.split(",") if part.strip()]  # ids given inline
     else:
-        raise UserError(f"unknown model selection {selection!r}; use quick, full or a file listing model ids")
+        raise UserError(f"unknown model selection {selection!r}; use quick, full, model ids (hf/bert,hf/gpt2) "
+                        "or a file listing model ids")
     for model_id in ids:
         try:
             split_model_id(model_id)

@@ -116,7 +116,8 @@ def _outcome(model_id: str, variant: str, device: str, dtype: str, outcome: str,
     return Outcome(
         test_id=test_id(model_id, variant), outcome=outcome, suite=SUITE, file=family, cls=model_id,
         name=variant, op=model_id, variant=variant, dtype=dtype, device=device,
-        repro=f"torchconform sweep --suite models --selection <file listing {model_id}> --device {device}",
+        repro=(f"torchconform sweep --suite models --selection {model_id} --variants {variant} "
+               f"--device {device.split(':')[0]} --build repro-{name}"),
         **fields,
     )
 

@@ -116,6 +116,13 @@ def shrink_config(config, rules: dict | None = None, _depth: int = 0):
         if current is not None and not isinstance(current, (list, tuple, dict)) and _has(config, name):
             _set(config, name, value)
 
+    stages = _get(config, "num_stages")
+    if isinstance(stages, int) and not isinstance(stages, bool) and stages > 0:
+        for name in rules.get("stage_lists", []):
+            current = _get(config, name)
+            if isinstance(current, (list, tuple)) and len(current) > stages:
+                _set(config, name, type(current)(current[:stages]))
+
     for name, limit in rules.get("cap_each", {}).items():
         current = _get(config, name)
         if isinstance(current, (list, tuple)) and all(isinstance(v, int) for v in current):

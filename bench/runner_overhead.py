@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -31,13 +32,20 @@ def pytest_configure(config):
 '''
 
 
-def timed(cmd, env) -> tuple[float, int]:
-    start = time.perf_counter()
+def _child_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def timed(cmd, env) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the whole process tree).  CPU time is the
+    steadier overhead figure on a shared machine; speedup needs wall time."""
+    start, cpu0 = time.perf_counter(), _child_cpu()
     proc = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, _child_cpu() - cpu0
     if proc.returncode not in (0, 1):
         sys.exit(f"runner_overhead: command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
-    return elapsed, proc.returncode
+    return elapsed, cpu
 
 
 def main(argv=None) -> int:
@@ -64,23 +72,29 @@ def main(argv=None) -> int:
     plugin = common + ["--tc-device", args.device]
 
     def best(cmd, env, label):
-        times = []
+        walls, cpus = [], []
         for i in range(args.repeat):
-            jsonl = tmp / f"{label}-{i}.jsonl"
+            jsonl = tmp / f"{label.replace(' ', '_')}-{i}.jsonl"
             extra = ["--tc-jsonl", str(jsonl)] if "--tc-device" in cmd else []
-            t, _ = timed(cmd + extra, env)
-            times.append(t)
-            print(f"  {label:<22} run {i + 1}: {t:7.2f} s", flush=True)
-        return min(times)
+            wall, cpu = timed(cmd + extra, env)
+            walls.append(wall)
+            cpus.append(cpu)
+            print(f"  {label:<22} run {i + 1}: {wall:7.2f} s wall, {cpu:7.2f} s CPU", flush=True)
+        return min(walls), min(cpus)
 
     print(f"runner overhead on {args.device}: selection quick, -k {args.keyword!r}"
           + (f", ops {args.ops}" if args.ops else ""))
-    t_plain = best(plain, plain_env, "plain pytest")
-    t_plugin = best(plugin, base_env, "pytest + torchconform")
-    t_par = best(plugin + ["-n", "2"], base_env, "torchconform -n 2")
-    print(f"plain pytest            {t_plain:8.2f} s")
-    print(f"with torchconform       {t_plugin:8.2f} s   ratio {t_plugin / t_plain:5.3f}  (target <= 1.03)")
-    print(f"with torchconform -n 2  {t_par:8.2f} s   speedup {t_plugin / t_par:4.2f}x  (target >= 1.8x on 2 cores)")
+    t_plain, c_plain = best(plain, plain_env, "plain pytest")
+    t_plugin, c_plugin = best(plugin, base_env, "pytest + torchconform")
+    t_par, c_par = best(plugin + ["-n", "2"], base_env, "torchconform -n 2")
+    load = os.getloadavg()[0]
+    print(f"plain pytest            {t_plain:8.2f} s wall  {c_plain:8.2f} s CPU")
+    print(f"with torchconform       {t_plugin:8.2f} s wall  {c_plugin:8.2f} s CPU   "
+          f"ratio {t_plugin / t_plain:5.3f} wall, {c_plugin / c_plain:5.3f} CPU  (target <= 1.03)")
+    print(f"with torchconform -n 2  {t_par:8.2f} s wall  {c_par:8.2f} s CPU   "
+          f"speedup {t_plugin / t_par:4.2f}x  (target >= 1.8x on 2 idle cores)")
+    print(f"load average now {load:.1f} on {os.cpu_count()} CPUs" + ("  (machine busy: wall figures unreliable)"
+                                                                      if load > 0.5 * (os.cpu_count() or 1) else ""))
     return 0
 
 

@@ -136,8 +136,9 @@ class Entry:
             if not fnmatch.fnmatchcase(full, target):
                 return False
         elif not (fnmatch.fnmatchcase(full, self.op) or fnmatch.fnmatchcase(full, self.op + ".*")
-                  # ModuleInfo tests are recorded by formatted name (nn_Linear for nn.Linear).
-                  or fnmatch.fnmatchcase(full, self.op.replace(".", "_"))):
+                  # ModuleInfo tests are recorded by formatted name (nn_Linear for nn.Linear),
+                  # live items by name: either spelling matches either.
+                  or fnmatch.fnmatchcase(full.replace(".", "_"), self.op.replace(".", "_"))):
             return False
         if self.dtypes and info.dtype not in self.dtypes:
             return False

@@ -16,6 +16,7 @@ build; run the build with ``--tc-skiplist-audit`` (skip entries run as xfail) fi
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -170,7 +171,8 @@ def render_report(build: str, candidates: list[Candidate], removals: list[Remova
         lines.append(f"# {len(removals)} entries proposed for removal:")
         lines.append("remove:")
         for r in removals:
-            lines.append(f"  - {{id: {r.entry.id}, at: '{r.entry.where}', why: {yaml.safe_dump(r.why, width=1000).strip()}}}")
+            # JSON strings are valid YAML scalars: the report stays loadable as YAML.
+            lines.append(f"  - {{id: {r.entry.id}, at: {json.dumps(r.entry.where)}, why: {json.dumps(r.why)}}}")
     return "\n".join(lines) + "\n"
 
 

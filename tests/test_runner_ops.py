@@ -36,7 +36,7 @@ def young_backend_truth():
     return refdev.describe("young-backend")
 
 
-def test_refdev_shows_every_outcome_class(refdev_parallel):
+def test_refdev_shows_every_outcome_class(refdev_parallel, young_backend_truth):
     proc, run, outcomes = refdev_parallel
     classes = {o.outcome for o in outcomes}
     assert CLASSES <= classes, (classes, proc.stdout[-2000:])
@@ -45,8 +45,9 @@ def test_refdev_shows_every_outcome_class(refdev_parallel):
     assert zeta.outcome == "xpass" and zeta.op == "special.zeta" and zeta.variant == "compare_cpu"
     assert got["test_noncontiguous_samples_as_strided_refdev_float32"].outcome == "xfail"
     cdist = got["test_compare_cpu_cdist_refdev_float32"]
-    assert (cdist.outcome, cdist.kind, cdist.missing_op) == ("skip_backend", "missing_op", "aten::_cdist_forward")
-    assert cdist.dtype == "float32" and cdist.device.startswith("refdev")
+    assert cdist.dtype == "float32" and cdist.device.startswith("refdev") and cdist.op == "cdist"
+    if "aten::_cdist_forward" in young_backend_truth["missing"]:  # the profile's hash rule decides
+        assert (cdist.outcome, cdist.kind, cdist.missing_op) == ("skip_backend", "missing_op", "aten::_cdist_forward")
     assert run["device"] == "refdev" and run["profile"] == "young-backend"
 
 
@@ -70,7 +71,8 @@ def test_fallback_ops_are_pass_fallback_evidence_only(refdev_parallel, young_bac
     fb = [o for o in outcomes if o.fallback_ops]
     assert fb and all(o.outcome == "pass_fallback" for o in fb)
     assert {op for o in fb for op in o.fallback_ops} <= set(young_backend_truth["fallback"])
-    assert any(o.op == "cumsum" for o in fb)
+    if "aten::cumsum.out" in young_backend_truth["fallback"]:
+        assert any(o.op == "cumsum" for o in fb)
 
 
 def test_parallel_equals_serial(refdev_parallel, tmp_path):

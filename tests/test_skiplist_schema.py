@@ -256,3 +256,29 @@ def test_propose_groups_failures_and_file_edits_round_trip(tmp_path):
     removals = {r.entry.id: r.why for r in pr.propose_removals(build, load_skiplist(path).entries)}
     assert set(removals) == {"sort-stable", "by-regex", "topk-test_out", "test_slow"}
     assert removals["topk-test_out"].startswith("all 1 matched test(s) passed (1 xpass)")
+
+
+def test_module_names_match_in_either_spelling(tmp_path):
+    # Live items carry ModuleInfo names (nn.GELU), stored outcomes formatted ones (nn_GELU).
+    path = write(tmp_path, GOOD.replace("match: {test: \"*TestThing*::test_exact_refdev\"}", "match: {op: nn_GELU}"))
+    entries = load_skiplist(path).entries
+    for op in ("nn.GELU", "nn_GELU"):
+        assert first_match(entries, TestInfo("t", op=op, kind="test_cpu_gpu_parity"), dt.date(2026, 12, 1), "2.13.0").id == "one-test"
+    assert first_match(entries, TestInfo("t", op="nn.GELUx"), dt.date(2026, 12, 1), "2.13.0") is None
+
+
+def test_propose_report_is_yaml(tmp_path):
+    import yaml
+
+    from torchconform.skiplists import propose as pr
+
+    entries = load_skiplist(write(tmp_path, GOOD)).entries
+    outs = [Outcome(test_id="m.py::T::test_boom", outcome="crash", name="test_boom", device="refdev:0",
+                    message="Fatal Python error: Segmentation fault: at 0x0")]
+    report = pr.render_report("b: 1", pr.propose_entries(outs, entries, "b: 1"),
+                              pr.propose_removals(outs, entries), "refdev")
+    data = yaml.safe_load(report)
+    assert data["backend"] == "refdev" and data["entries"][0]["match"] == {"test": "m.py::T::test_boom"}
+    assert data["entries"][0]["reason"].startswith("crash on refdev in build b: 1: Fatal Python error")
+    assert [r["id"] for r in data["remove"]] == ["sort-stable", "div-floor", "one-test", "by-regex"]
+    assert data["remove"][0]["at"].endswith("list.yaml:3")

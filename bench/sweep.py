@@ -21,6 +21,13 @@ import tempfile
 import time
 
 
+def _cpu() -> float:
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _sweep(selection, device, variants, workers, compile_backend, db):
     from torchconform.sweep.driver import SweepOptions, run_sweep
 
@@ -86,25 +93,34 @@ def main(argv=None) -> int:
         # Warm caches (the device extension build, Python bytecode) so no run pays them.
         _startup(args.device)
         startup = min(_startup(args.device) for _ in range(2))
+        load_before = os.getloadavg()[0]
+        cpu0 = _cpu()
         one, report = _sweep(args.selection, args.device, variants, 1, args.compile_backend,
                              os.path.join(tmp, "one.db"))
+        cpu1 = _cpu()
         two, _ = _sweep(args.selection, args.device, variants, 2, args.compile_backend,
                         os.path.join(tmp, "two.db"))
+        cpu2 = _cpu()
     inproc, n = _in_process(args.selection, args.device, variants, args.compile_backend)
+    cpu3 = _cpu()
+    cpu_one, cpu_two, cpu_in = cpu1 - cpu0, cpu2 - cpu1, cpu3 - cpu2
 
     speedup = one / two
     per_model_inproc = inproc / n
     per_model_overhead = (one - startup - inproc) / n
     print(f"models: {n} ({args.selection}), runs per model: {','.join(variants)}, device: {args.device}, "
           f"cpus: {os.cpu_count()}")
-    print(f"1 worker   : {one:8.1f} s wall")
-    print(f"2 workers  : {two:8.1f} s wall")
+    print(f"load average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f} "
+          "(wall-clock figures assume an idle machine)")
+    print(f"1 worker   : {one:8.1f} s wall  {cpu_one:8.1f} s cpu")
+    print(f"2 workers  : {two:8.1f} s wall  {cpu_two:8.1f} s cpu")
     print(f"speedup    : {speedup:8.2f} x   (target >= 1.8x on 2 cores)")
-    print(f"in process : {inproc:8.1f} s   ({per_model_inproc:.2f} s per model)")
+    print(f"in process : {inproc:8.1f} s wall  {cpu_in:8.1f} s cpu  ({per_model_inproc:.2f} s per model)")
     print(f"worker start-up, once per worker: {startup:.1f} s")
     print(f"isolation overhead per model: {per_model_overhead:+.3f} s = "
           f"{per_model_overhead / per_model_inproc:+.1%} of in-process (target <= 10 %)")
-    print(f"isolation overhead incl. one start-up: {(one - inproc) / inproc:+.1%}")
+    print(f"isolation overhead incl. one start-up: {(one - inproc) / inproc:+.1%} wall, "
+          f"{(cpu_one - cpu_in) / cpu_in:+.1%} cpu")
     return 0
 
 

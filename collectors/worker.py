@@ -95,7 +95,6 @@ class WorkerPlugin:
         # Fallback warnings are evidence too (backends without a counter); they
         # are re-emitted so pytest's own warning summary still sees them.
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
             try:
                 return (yield)
             finally:

@@ -42,7 +42,7 @@ def prune(out_dir: Path, keep: set[str]) -> None:
     """Remove what is rewritten, and every build folder and data file not kept."""
     for name in REWRITTEN:
         shutil.rmtree(out_dir / name, ignore_errors=True)
-    for folder in ("builds", "data/matrix"):
+    for folder in ("builds", "data/builds", "data/matrix"):
         base = out_dir / folder
         if base.is_dir():
             for entry in base.iterdir():
@@ -130,10 +130,11 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     slugs = {b.name: b.slug for b in builds}
     latest = [g.latest for g in groups_of(builds)]
+    latest_names = {b.name for b in latest}
     boards: dict[str, list[dict]] = {}
     for b in builds:
         if b.slug in kept:
-            if b in latest:
+            if b.name in latest_names:
                 boards[b.name] = _board_from_download(out_dir / "builds" / b.slug / "missing.json")
             continue
         by_suite = queries.summary_by(store, b.name, "suite")

@@ -114,6 +114,9 @@ def plan(all_ids, opts: SweepOptions, store, build: str):
                             "the build or choose another --build name")
         else:
             tasks.append(Task(model_id=model_id, variants=missing))
+    # Longest first (by earlier builds): the last model to finish is a short
+    # one, so workers run out of work at nearly the same time.
+    tasks.sort(key=lambda t: (-durations.get(t.model_id, 0.0), t.model_id))
     if complete and not opts.resume:
         raise UserError(f"build {build!r} already has results for {complete} of these models; pass --resume "
                         "to finish the build or choose another --build name")

@@ -191,8 +191,9 @@ def test_rebuild_replaces_stale_pages_and_refuses_foreign_folders(built, tmp_pat
         out = tmp_path / "site"
         build_site(store, out)
         (out / "builds" / "gone").mkdir()
+        (out / "data" / "builds" / "gone.js").write_text("stale")
         build_site(store, out)
-        assert not (out / "builds" / "gone").exists()
+        assert not (out / "builds" / "gone").exists() and not (out / "data" / "builds" / "gone.js").exists()
         assert github_pages.publish(out) == out and (out / ".nojekyll").exists()
         dest = local.publish(out, tmp_path / "www")
         assert (dest / "index.html").read_text() == (out / "index.html").read_text()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from torchconform.ci import flaky as flaky_mod
 from torchconform.ci.config import GateConfig, default_config
-from torchconform.ci.gate import GateResult, evaluate, index, record_breakdown, rerun_candidates
+from torchconform.ci.gate import GateResult, evaluate, record_breakdown, rerun_candidates
 from torchconform.ci.report import junit_xml, markdown
 from torchconform.errors import UserError
 
@@ -57,9 +57,19 @@ def resolve_baseline(store, build: str, spec: str) -> str | None:
 
 
 def load_records(store, build: str) -> dict[str, dict]:
+    """{test_id: outcome-record dict} of the build's latest results (``gate.as_record``'s shape).
+
+    Read through the store's lean path: the stored records were validated when
+    written, so building an ``Outcome`` per test (then a dict from it) only cost time."""
     from torchconform.db import queries
 
-    return index(queries.iter_outcomes(store, build))
+    fields = queries.OUTCOME_FIELDS
+    records = {}
+    for row in queries.latest_rows(store, build, fields, order=True):
+        rec = dict(zip(fields, row))
+        rec["fallback_ops"] = rec["fallback_ops"].split() if rec["fallback_ops"] else []
+        records[rec["test_id"]] = rec
+    return records
 
 
 def gate_build(store, build: str, baseline: str = "latest", config: GateConfig | None = None,

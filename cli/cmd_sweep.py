@@ -1,14 +1,10 @@
 """``torchconform sweep``: the nightly sweep (models: own engines; ops/upstream: pytest)."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 from torchconform.errors import UserError
-
-SUITE_PATHS = {"ops": "suites/ops", "upstream": "suites/upstream"}
-
 
 def register(subparsers):
     p = subparsers.add_parser("sweep", help="sweep a suite (model zoo, ops, upstream) into a build, "
@@ -60,7 +56,7 @@ def _models(args) -> int:
     for note in opts.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.json:
-        print(json.dumps(report.breakdown, indent=2))
+        print(json.dumps(report.build_breakdown, indent=2))
     else:
         print(_render(report))
     return 0
@@ -73,27 +69,25 @@ def _render(report):
 
 
 def _pytest_suite(args) -> int:
-    """ops/upstream: the runner's pytest path, with this shard selected by our plugin."""
-    from torchconform.config import db_url
+    """ops/upstream: the runner's path (``torchconform run``: pytest + plugin + store),
+    with this shard (and, with --resume, only what the build lacks) kept by our plugin."""
     from torchconform.sweep import shards
 
     shards.check_shard(args.shards, args.shard)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    path = os.path.join(root, SUITE_PATHS[args.suite])
-    if not os.path.isdir(path):
-        raise UserError(f"suite {args.suite!r} is not installed here ({path} missing); update torchconform")
-    cmd = [sys.executable, "-m", "pytest", path, "-q", "-p", "torchconform.sweep.pytest_shard",
-           "--tc-device", args.device or "refdev", "--tc-build", args.build, "--tc-db", db_url(args.db),
-           "--tc-suite", args.suite, "--tc-selection", args.selection,
-           "--tc-sweep-shards", str(args.shards), "--tc-sweep-shard", str(args.shard)]
+    cmd = [sys.executable, "-m", "torchconform", "run", "--suite", args.suite, "--selection", args.selection,
+           "--build", args.build, "--timeout", str(args.timeout), "-n", str(args.workers)]
+    if args.device:
+        cmd += ["--device", args.device]
     if args.profile:
-        cmd += ["--tc-profile", args.profile]
+        cmd += ["--profile", args.profile]
+    if args.db:
+        cmd += ["--db", args.db]
+    if args.json:
+        cmd += ["--json"]
+    cmd += ["--", "-p", "torchconform.sweep.pytest_shard",
+            "--tc-sweep-shards", str(args.shards), "--tc-sweep-shard", str(args.shard)]
     if args.shards > 1:
         cmd += ["--tc-shard", f"{args.shard}/{args.shards}"]
-    if args.timeout:
-        cmd += ["--tc-timeout", str(args.timeout)]
     if args.resume:
         cmd += ["--tc-sweep-resume"]
-    if args.workers > 1:
-        cmd += ["-n", str(args.workers)]
     return subprocess.call(cmd)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from torchconform.collectors.breakdown import make_breakdown
 from torchconform.dashboard import cache, charts
-from torchconform.dashboard.model import groups_of, load_builds
+from torchconform.dashboard.model import ROW_COLUMNS, BuildRows, diff_from_maps, groups_of, load_builds
 from torchconform.dashboard.pages import build as build_page
 from torchconform.dashboard.pages import diff as diff_page
 from torchconform.dashboard.pages import home, matrix, missing, models, search
@@ -132,28 +132,38 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
     latest = [g.latest for g in groups_of(builds)]
     latest_names = {b.name for b in latest}
     boards: dict[str, list[dict]] = {}
+    first_missing = None
+    # the latest map of the last build read, per group: the next build's baseline diff needs no query
+    maps: dict[tuple, tuple[str, dict]] = {}
     for b in builds:
         if b.slug in kept:
             if b.name in latest_names:
                 boards[b.name] = _board_from_download(out_dir / "builds" / b.slug / "missing.json")
             continue
-        by_suite = queries.summary_by(store, b.name, "suite")
-        # every test has exactly one suite, so the per-suite breakdowns add up to
-        # the build's: one scan of the build fewer than asking for summary()
+        # one read of the build; every page's numbers come from it
+        data = BuildRows(b.name, list(queries.latest_rows(store, b.name, ROW_COLUMNS)))
+        by_suite = data.summary_by(queries, "suite")
+        # every test has exactly one suite, so the per-suite breakdowns add up to the build's
         b.summary = merge_breakdowns(b.name, by_suite.values())
-        index.add(b.slug, queries.iter_outcomes(store, b.name))
-        build_page.render(site, b, _by_rows(by_suite), _by_rows(queries.summary_by(store, b.name, "file")), generated)
-        # op_matrix also holds model-zoo rows (tests.op is the model name there); the
-        # operator matrix is about OpInfo operators, models have their own page.
-        model_names = {o.op for o in index.models.get(b.slug, ())}
-        matrix.render(site, b, [r for r in queries.op_matrix(store, b.name) if r["op"] not in model_names], generated)
-        boards[b.name] = queries.missing_op_leaderboard(store, b.name)
+        index.add(b.slug, data.rows)
+        build_page.render(site, b, _by_rows(by_suite), _by_rows(data.summary_by(queries, "file")), generated)
+        matrix.render(site, b, data.op_matrix(queries), generated)
+        if first_missing is None:
+            first_missing = queries.first_missing_builds(store)
+        boards[b.name] = data.leaderboard(queries, first_missing)
         missing.render_build(site, b, boards[b.name], slugs, generated)
+        current = data.latest_map()
         if b.baseline is not None:
-            d = queries.diff(store, b.baseline.name, b.name)
+            previous = maps.get(b.group)
+            if previous is not None and previous[0] == b.baseline.name:
+                d = diff_from_maps(queries, b.baseline.name, previous[1], b.name, current)
+            else:   # the baseline was kept from the last run: ask the store
+                d = queries.diff(store, b.baseline.name, b.name)
             if hasattr(queries, "flaky_tests"):
                 d["flaky"] = [f for f in queries.flaky_tests(store, b.name) if f.get("flaky")]
             diff_page.render(site, b, d, generated)
+        maps[b.group] = (b.name, current)
+        del data
 
     # 3. site-wide pages
     missing.render(site, builds, boards, slugs, generated)

@@ -10,6 +10,7 @@ and show in ``test_history`` and ``flaky_tests``.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 from typing import Iterator
 
@@ -148,28 +149,47 @@ def summary_by(store, build: str, by: str) -> dict:
         query = (select(key, results.c.outcome, results.c.kind, results.c.missing_op, func.count())
                  .select_from(_latest(build_id).join(tests, tests.c.id == results.c.test_pk))
                  .group_by(key, results.c.outcome, results.c.kind, results.c.missing_op))
-        grouped = defaultdict(list)
-        for k, outcome, kind, missing_op, n in conn.execute(query):
-            grouped[k].append((outcome, kind, missing_op, n))
-    return {k: _assemble(build, rows) for k, rows in sorted(grouped.items())}
+        return breakdowns_by(build, conn.execute(query))
 
 
-def op_matrix(store, build: str) -> list[dict]:
-    """OpInfo operator x variant x dtype cells with counts per outcome (non-zero only)."""
+def breakdowns_by(build: str, rows) -> dict:
+    """(key, outcome, kind, missing_op, n) rows -> {key: breakdown}, keys sorted."""
+    grouped = defaultdict(list)
+    for k, outcome, kind, missing_op, n in rows:
+        grouped[k].append((outcome, kind, missing_op, n))
+    return {k: _assemble(build, grouped[k]) for k in sorted(grouped)}
+
+
+def op_matrix(store, build: str, exclude_suites=()) -> list[dict]:
+    """OpInfo operator x variant x dtype cells with counts per outcome (non-zero only).
+
+    ``exclude_suites``: leave these suites' tests out (the site drops the model
+    zoo, whose tests.op is a model name, not an operator)."""
     with store.read() as conn:
         build_id = store.build_id(build, conn)
         query = (select(tests.c.op, tests.c.variant, tests.c.dtype, results.c.outcome, results.c.kind, func.count())
                  .select_from(_latest(build_id).join(tests, tests.c.id == results.c.test_pk))
                  .where(tests.c.op != "")
                  .group_by(tests.c.op, tests.c.variant, tests.c.dtype, results.c.outcome, results.c.kind))
-        cells: dict[tuple, dict] = {}
-        for op, variant, dtype, outcome, kind, n in conn.execute(query):
-            cell = cells.setdefault((op, variant, dtype), {"op": op, "variant": variant, "dtype": dtype,
-                                                           "total": 0, "outcomes": {}, "backend_skip_kinds": {}})
-            cell["total"] += n
-            cell["outcomes"][outcome] = cell["outcomes"].get(outcome, 0) + n
-            if outcome == SKIP_BACKEND:
-                cell["backend_skip_kinds"][kind] = cell["backend_skip_kinds"].get(kind, 0) + n
+        if exclude_suites:
+            query = query.where(tests.c.suite.not_in(list(exclude_suites)))
+        return matrix_cells(conn.execute(query))
+
+
+def matrix_cells(rows) -> list[dict]:
+    """(op, variant, dtype, outcome, kind, n) rows -> op_matrix cells, sorted; rows with no op are left out."""
+    cells: dict[tuple, dict] = {}
+    for op, variant, dtype, outcome, kind, n in rows:
+        if not op:
+            continue
+        cell = cells.get((op, variant, dtype))
+        if cell is None:
+            cell = cells[(op, variant, dtype)] = {"op": op, "variant": variant, "dtype": dtype,
+                                                  "total": 0, "outcomes": {}, "backend_skip_kinds": {}}
+        cell["total"] += n
+        cell["outcomes"][outcome] = cell["outcomes"].get(outcome, 0) + n
+        if outcome == SKIP_BACKEND:
+            cell["backend_skip_kinds"][kind] = cell["backend_skip_kinds"].get(kind, 0) + n
     return [cells[k] for k in sorted(cells)]
 
 
@@ -189,29 +209,43 @@ def missing_op_leaderboard(store, build: str | None = None) -> list[dict]:
                  .select_from(_latest(build_id).join(tests, tests.c.id == results.c.test_pk))
                  .where(and_(results.c.outcome == SKIP_BACKEND, results.c.kind == MISSING_OP, results.c.missing_op != ""))
                  .group_by(results.c.missing_op, tests.c.suite, tests.c.op))
-        board: dict[str, dict] = {}
-        for missing_op, suite, model, n in conn.execute(query):
-            entry = board.setdefault(missing_op, {"op": missing_op, "tests": 0, "models": 0, "model_names": []})
-            if suite == MODELS_SUITE:
-                entry["models"] += 1
-                entry["model_names"].append(model)
-            else:
-                entry["tests"] += n
-        if not board:
-            return []
-        first = _first_builds(conn, list(board))
+        rows = conn.execute(query).all()
+        first = _first_builds(conn, sorted({r[0] for r in rows})) if rows else {}
+    return leaderboard(build, rows, first)
+
+
+def leaderboard(build: str, rows, first: dict) -> list[dict]:
+    """(missing_op, suite, op, n) rows of blocked tests -> the leaderboard; ``first``:
+    op -> (first build, first seen), as ``first_missing_builds`` returns."""
+    board: dict[str, dict] = {}
+    for missing_op, suite, model, n in rows:
+        entry = board.get(missing_op)
+        if entry is None:
+            entry = board[missing_op] = {"op": missing_op, "tests": 0, "models": 0, "model_names": set()}
+        if suite == MODELS_SUITE:
+            entry["model_names"].add(model)
+        else:
+            entry["tests"] += n
     for op, entry in board.items():
-        entry["model_names"] = sorted(set(entry["model_names"]))
+        entry["model_names"] = sorted(entry["model_names"])
         entry["models"] = len(entry["model_names"])
         entry["first_build"], entry["first_seen"] = first.get(op, (build, None))
     return sorted(board.values(), key=lambda e: (-e["tests"], -e["models"], e["op"]))
 
 
-def _first_builds(conn, ops: list[str]) -> dict[str, tuple[str, str]]:
-    """op -> (name, created) of the earliest build where it was ever missing."""
-    pairs = (select(results.c.missing_op, results.c.build_id)
-             .where(results.c.missing_op != "", results.c.missing_op.in_(ops))
-             .group_by(results.c.missing_op, results.c.build_id).subquery())
+def first_missing_builds(store) -> dict[str, tuple[str, str]]:
+    """Every operator ever reported missing -> (name, created) of the earliest build
+    naming it: one query for a caller (the site) that ranks many builds."""
+    with store.read() as conn:
+        return _first_builds(conn, None)
+
+
+def _first_builds(conn, ops: list[str] | None) -> dict[str, tuple[str, str]]:
+    """op -> (name, created) of the earliest build where it was ever missing (``ops``: None = every op)."""
+    pairs = select(results.c.missing_op, results.c.build_id).where(results.c.missing_op != "")
+    if ops is not None:
+        pairs = pairs.where(results.c.missing_op.in_(ops))
+    pairs = pairs.group_by(results.c.missing_op, results.c.build_id).subquery()
     query = (select(pairs.c.missing_op, builds.c.name, builds.c.created, builds.c.id)
              .select_from(pairs.join(builds, builds.c.id == pairs.c.build_id)))
     first: dict[str, tuple] = {}
@@ -260,35 +294,43 @@ def diff(store, old_build: str, new_build: str) -> dict:
         new_id = store.build_id(new_build, conn)
         old = _latest_map(conn, old_id)
         new = _latest_map(conn, new_id)
-        cats = {k: [] for k in ("regressions", "fixes", "fallback_creep", "new_tests", "missing_tests", "other_changes")}
-        transitions = Counter()
-        for pk, (n_out, n_kind, n_mop, n_fb, n_msg) in new.items():
-            before = old.get(pk)
-            if before is None:
-                cats["new_tests"].append((pk, None, new[pk]))
-                continue
-            o_out, o_kind = before[0], before[1]
-            transitions[(_label(o_out, o_kind), _label(n_out, n_kind))] += 1
-            if o_out == n_out and o_kind == n_kind:
-                continue
-            if o_out in PASSED and (n_out in REGRESSED or _missing(n_out, n_kind)):
-                cats["regressions"].append((pk, before, new[pk]))
-            elif o_out == PASS and n_out == PASS_FALLBACK:
-                cats["fallback_creep"].append((pk, before, new[pk]))
-            elif (o_out in FAILED or o_out == SKIP_BACKEND) and n_out in PASSED:
-                cats["fixes"].append((pk, before, new[pk]))
-            else:
-                cats["other_changes"].append((pk, before, new[pk]))
+        return diff_maps(old_build, new_build, old, new, lambda pks: _test_names(conn, pks))
+
+
+def diff_maps(old_build: str, new_build: str, old: dict, new: dict, names) -> dict:
+    """``diff``'s answer from two {key: (outcome, kind, missing_op, fallback_ops, message)}
+    maps of latest results; ``names(keys) -> {key: (test_id, op)}`` is asked only for
+    the tests that appear in the answer (the store keys by tests.id, the site by test id)."""
+    cats = {k: [] for k in ("regressions", "fixes", "fallback_creep", "new_tests", "missing_tests", "other_changes")}
+    transitions = Counter()
+    for pk, after in new.items():
+        before = old.get(pk)
+        if before is None:
+            cats["new_tests"].append((pk, None, after))
+            continue
+        o_out, o_kind = before[0], before[1]
+        n_out, n_kind = after[0], after[1]
+        transitions[(o_out, o_kind, n_out, n_kind)] += 1
+        if o_out == n_out and o_kind == n_kind:
+            continue
+        if o_out in PASSED and (n_out in REGRESSED or _missing(n_out, n_kind)):
+            cats["regressions"].append((pk, before, after))
+        elif o_out == PASS and n_out == PASS_FALLBACK:
+            cats["fallback_creep"].append((pk, before, after))
+        elif (o_out in FAILED or o_out == SKIP_BACKEND) and n_out in PASSED:
+            cats["fixes"].append((pk, before, after))
+        else:
+            cats["other_changes"].append((pk, before, after))
+    if len(old) != len(new) or cats["new_tests"]:
         for pk, before in old.items():
             if pk not in new:
                 cats["missing_tests"].append((pk, before, None))
-        old_missing = {r[2] for r in old.values() if _missing(r[0], r[1]) and r[2]}
-        new_missing = Counter(r[2] for r in new.values() if _missing(r[0], r[1]) and r[2])
-        wanted = {pk for entries in cats.values() for pk, _, _ in entries}
-        names = _test_names(conn, wanted)
+    old_missing = {r[2] for r in old.values() if _missing(r[0], r[1]) and r[2]}
+    new_missing = Counter(r[2] for r in new.values() if _missing(r[0], r[1]) and r[2])
+    found = names({pk for entries in cats.values() for pk, _, _ in entries})
 
     def entry(pk, before, after):
-        tid, op = names.get(pk, ("", ""))
+        tid, op = found.get(pk, ("", ""))
         e = {"test_id": tid, "op": op}
         if before is not None:
             e.update(old_outcome=before[0], old_kind=before[1], old_missing_op=before[2])
@@ -302,7 +344,10 @@ def diff(store, old_build: str, new_build: str) -> dict:
         out[cat] = sorted((entry(*e) for e in entries), key=lambda e: e["test_id"])
     out["new_missing_ops"] = [{"op": op, "tests": n} for op, n in
                               sorted(new_missing.items(), key=lambda kv: (-kv[1], kv[0])) if op not in old_missing]
-    out["transitions"] = [{"old": a, "new": b, "tests": n} for (a, b), n in sorted(transitions.items())]
+    labelled = Counter()
+    for (o_out, o_kind, n_out, n_kind), n in transitions.items():
+        labelled[(_label(o_out, o_kind), _label(n_out, n_kind))] += n
+    out["transitions"] = [{"old": a, "new": b, "tests": n} for (a, b), n in sorted(labelled.items())]
     out["counts"] = {cat: len(out[cat]) for cat in (*cats, "new_missing_ops")}
     out["counts"]["common_tests"] = sum(transitions.values())
     return out
@@ -368,23 +413,57 @@ def flaky_tests(store, build: str | None = None, test_id: str | None = None) -> 
     return out
 
 
+# Columns ``latest_rows`` can return, by name: the outcome record's fields plus ``test_pk``.
+ROW_COLUMNS = {
+    "test_pk": results.c.test_pk,
+    **{c: tests.c[c] for c in ("test_id", "suite", "file", "cls", "name", "op", "variant", "dtype")},
+    **{c: results.c[c] for c in ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "device",
+                                 "duration", "message", "repro", "attempt")},
+}
+# In the dataclass's order, so a row is ``Outcome(*row)`` (after splitting fallback_ops).
+OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
+_FALLBACK_AT = OUTCOME_FIELDS.index("fallback_ops")
+ROW_CHUNK = 20_000
+
+
+def latest_rows(store, build: str, columns=OUTCOME_FIELDS, order: bool = False) -> Iterator:
+    """The build's latest result per test as plain rows: the lean read path.
+
+    Rows are SQLAlchemy ``Row`` tuples in ``columns`` order (also readable by
+    name: ``row.outcome``); ``fallback_ops`` is the stored space-separated text.
+    No ``Outcome`` validation (the store only holds validated records) and no
+    sort unless ``order`` (by test id).  An unknown build raises here, before
+    the first row, not when iteration starts.
+    """
+    unknown = [c for c in columns if c not in ROW_COLUMNS]
+    if unknown:
+        raise ValueError(f"latest_rows: unknown columns {unknown}; choose from {sorted(ROW_COLUMNS)}")
+    build_id = store.build_id(build)
+    source = _latest(build_id)
+    # The tests join is only paid for when a test column is asked for.
+    if order or any(ROW_COLUMNS[c].table is tests for c in columns):
+        source = source.join(tests, tests.c.id == results.c.test_pk)
+    query = select(*(ROW_COLUMNS[c].label(c) for c in columns)).select_from(source)
+    if order:
+        query = query.order_by(tests.c.test_id)
+    return _rows(store, query)
+
+
+def _rows(store, query) -> Iterator:
+    with store.read() as conn:
+        result = conn.execute(query)
+        while True:
+            chunk = result.fetchmany(ROW_CHUNK)
+            if not chunk:
+                return
+            yield from chunk
+
+
 def iter_outcomes(store, build: str, batch: int = 5000) -> Iterator[Outcome]:
     """The build's outcome records (latest per test), in test id order."""
-    with store.read() as conn:
-        build_id = store.build_id(build, conn)
-        query = (select(tests.c.test_id, tests.c.suite, tests.c.file, tests.c.cls, tests.c.name, tests.c.op,
-                        tests.c.variant, tests.c.dtype, results.c.outcome, results.c.kind, results.c.missing_op,
-                        results.c.fallback_ops, results.c.skiplist_entry, results.c.device, results.c.duration,
-                        results.c.message, results.c.repro, results.c.attempt)
-                 .select_from(_latest(build_id).join(tests, tests.c.id == results.c.test_pk))
-                 .order_by(tests.c.test_id))
-        result = conn.execution_options(stream_results=True, yield_per=batch).execute(query)
-        for (tid, suite, file, cls, name, op, variant, dtype, outcome, kind, mop, fb, entry, device,
-             duration, message, repro, attempt) in result:
-            yield Outcome(test_id=tid, outcome=outcome, suite=suite, file=file, cls=cls, name=name, op=op,
-                          variant=variant, dtype=dtype, device=device, kind=kind, missing_op=mop,
-                          fallback_ops=fb.split() if fb else [], skiplist_entry=entry, duration=duration,
-                          message=message, repro=repro, attempt=attempt)
+    at = _FALLBACK_AT
+    for row in latest_rows(store, build, OUTCOME_FIELDS, order=True):
+        yield Outcome(*row[:at], row[at].split() if row[at] else [], *row[at + 1:])
 
 
 # -- for the nightly sweep (resume and scheduling) ------------------------------------------

@@ -53,7 +53,8 @@ class SweepReport:
     skipped: int                     # models the build already had (resume)
     ran: int
     outcomes: list
-    breakdown: dict
+    breakdown: dict                  # this run's outcomes
+    build_breakdown: dict            # the build's whole models suite (earlier runs included)
     replaced_workers: int = 0
 
 
@@ -172,14 +173,17 @@ def run_sweep(opts: SweepOptions) -> SweepReport:
         finally:
             progress.close()
             store.finish_run(run_id, status)
+        from torchconform.db import queries
+
+        whole = queries.summary_by(store, opts.build, "suite").get(SUITE) or breakdown(opts.build, [])
         return SweepReport(build=opts.build, run_id=run_id, selected=len(mine), skipped=complete,
                            ran=len(tasks), outcomes=collected, breakdown=breakdown(opts.build, collected),
-                           replaced_workers=getattr(engine, "replaced", 0))
+                           build_breakdown=whole, replaced_workers=getattr(engine, "replaced", 0))
     finally:
         store.close()
 
 
 def render(report: SweepReport) -> str:
     head = (f"sweep of build {report.build}: {report.selected} models in this shard, "
-            f"{report.skipped} already stored, {report.ran} run")
-    return head + "\n" + format_breakdown(report.breakdown)
+            f"{report.skipped} already stored, {report.ran} run; the build's models suite:")
+    return head + "\n" + format_breakdown(report.build_breakdown)

@@ -11,7 +11,7 @@ import signal
 
 from torchconform.collectors.classify import TIMEOUT_PREFIX
 from torchconform.collectors.outcome import CRASH, TIMEOUT, Outcome
-from torchconform.suites.models.check import _outcome
+from torchconform.suites.models.check import make_outcome
 
 # A worker that ran out of memory exits with this code (see sweep/worker.py).
 EXIT_OOM = 86
@@ -44,7 +44,7 @@ def unreported(model_id: str, variants, done: set, current: str, device: str, ou
         message = f"{TIMEOUT_PREFIX} {reason}" if outcome == TIMEOUT else reason
         if variant != interrupted:
             message += f" (not run: the worker died during {interrupted})"
-        out.append(_outcome(model_id, variant, device, "float32", outcome, message=message,
+        out.append(make_outcome(model_id, variant, device, "float32", outcome, message=message,
                             duration=seconds if variant == interrupted else 0.0))
     return out
 

@@ -246,7 +246,7 @@ def test_second_run_reuses_unchanged_builds(tmp_path):
         b1_page = (out / "builds/b1/index.html").read_text()
         q = CountingQueries()
         build_site(store, out, queries=q)
-        assert [c for c in q.calls if c[0] == "iter_outcomes"] == []
+        assert [c for c in q.calls if c[0] == "latest_rows"] == []
         assert (out / "builds/b1/index.html").read_text() == b1_page
         # a new build and an appended shard: exactly those two are read again
         store.ensure_build("b4", branch="main", device="refdev")
@@ -258,7 +258,7 @@ def test_second_run_reuses_unchanged_builds(tmp_path):
         store.finish_run(run, 0)
         q = CountingQueries()
         build_site(store, out, queries=q)
-    read_again = sorted(b for name, b in q.calls if name == "iter_outcomes")
+    read_again = sorted(b for name, b in q.calls if name == "latest_rows")
     # b2 changed, so b3 (whose baseline is b2) is redone too
     assert read_again == ["b2", "b3", "b4"]
     # the search data of a kept build still lines up with the grown index
@@ -292,7 +292,7 @@ def test_odd_builds_empty_unfinished_and_clashing_names(tmp_path):
         q = CountingQueries()
         build_site(store, tmp_path / "site", queries=q)
     # the unfinished build may still grow, so it is read again; the finished one is kept
-    assert sorted(b for name, b in q.calls if name == "iter_outcomes") == ["a-b"]
+    assert sorted(b for name, b in q.calls if name == "latest_rows") == ["a-b"]
 
 
 def test_every_control_has_a_label_and_no_asset_is_remote(built):

@@ -111,7 +111,7 @@ def _reraise_oom(exc: BaseException) -> None:
 RUNS: dict[str, Callable] = {"eval": run_eval, "train": run_train, "compile": run_compile}
 
 
-def _outcome(model_id: str, variant: str, device: str, dtype: str, outcome: str, **fields) -> Outcome:
+def make_outcome(model_id: str, variant: str, device: str, dtype: str, outcome: str, **fields) -> Outcome:
     family, name = split_model_id(model_id)
     return Outcome(
         test_id=test_id(model_id, variant), outcome=outcome, suite=SUITE, file=family, cls=model_id,
@@ -162,7 +162,7 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
         _zero_dropout(built.model)
     except Unbuildable as exc:
         took = time.perf_counter() - start
-        outcomes = [_outcome(model_id, v, device, "float32", SKIP_ELIGIBILITY, message=f"unconstructible: {exc}",
+        outcomes = [make_outcome(model_id, v, device, "float32", SKIP_ELIGIBILITY, message=f"unconstructible: {exc}",
                              duration=took / len(variants)) for v in variants]
         for o in outcomes:
             if on_outcome:
@@ -193,7 +193,7 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
             expected = reference[ref_kind]
         except Exception as exc:
             _reraise_oom(exc)
-            record(_outcome(model_id, variant, device, dtype, SKIP_ELIGIBILITY,
+            record(make_outcome(model_id, variant, device, dtype, SKIP_ELIGIBILITY,
                                      message=f"CPU reference failed: {type(exc).__name__}: {exc}",
                                      duration=time.perf_counter() - begin))
             continue
@@ -203,11 +203,11 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
         except Exception as exc:
             _reraise_oom(exc)
             verdict = classify_exception(exc, profile)
-            record(_outcome(model_id, variant, device, dtype, verdict.outcome, kind=verdict.kind,
+            record(make_outcome(model_id, variant, device, dtype, verdict.outcome, kind=verdict.kind,
                                      missing_op=verdict.missing_op, message=verdict.message,
                                      skiplist_entry=verdict.skiplist_entry,
                                      duration=time.perf_counter() - begin))
             continue
-        record(_outcome(model_id, variant, device, dtype, PASS_FALLBACK if fallback else PASS,
+        record(make_outcome(model_id, variant, device, dtype, PASS_FALLBACK if fallback else PASS,
                                  fallback_ops=fallback, duration=time.perf_counter() - begin))
     return outcomes

@@ -8,7 +8,9 @@ VENV   ?= .venv
 # This machine kind has a CPU build of torch on local disk; a bare `torch`
 # requirement would pull a multi-GB CUDA build.  Override to test other torches.
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,postgres
+# The tests also need the optional components' packages: PostgreSQL driver,
+# Playwright, transformers (model zoo) and Ray (sweep engine).
+TEST_EXTRAS ?= dev,postgres,zoo,ray
 PYTEST_ARGS ?= -n 2
 
 BIN := $(VENV)/bin
@@ -21,7 +23,12 @@ $(BIN)/python:
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_SPEC)"
-	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	# Keep the installed torch whatever the extras ask for (no surprise CUDA build).
+	$(BIN)/pip install -q -e ".[$(TEST_EXTRAS)]" "torch==$$($(BIN)/python -c 'import torch; print(torch.__version__.split("+")[0])')"
 	touch $@
 
 venv: $(VENV)/.installed
@@ -31,7 +38,7 @@ demo: venv
 
 # Installs what the tests need from Debian/PyPI (PostgreSQL, Chromium) when it
 # is missing; each tests/services/*.sh handles one service.
-services: venv
+services: $(VENV)/.installed-test
 	@for s in tests/services/*.sh; do [ -f "$$s" ] && VENV=$(VENV) bash "$$s" || exit 1; done
 
 test: services

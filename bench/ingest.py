@@ -103,11 +103,16 @@ def child_queries(url: str, xml_a: str, xml_b: str) -> dict:
     store = open_store(url)
     ingest(store, [xml_a], "A")
     ingest(store, [xml_b], "B")
+    from torchconform.ci.pipeline import load_records
+
     out = {}
     for label, fn in (("summary_s", lambda: queries.summary(store, "B")),
                       ("diff_s", lambda: queries.diff(store, "A", "B")),
                       ("op_matrix_s", lambda: queries.op_matrix(store, "B")),
-                      ("leaderboard_s", lambda: queries.missing_op_leaderboard(store, "B"))):
+                      ("leaderboard_s", lambda: queries.missing_op_leaderboard(store, "B")),
+                      ("latest_rows_s", lambda: sum(1 for _ in queries.latest_rows(store, "B"))),
+                      ("iter_outcomes_s", lambda: sum(1 for _ in queries.iter_outcomes(store, "B"))),
+                      ("gate_load_s", lambda: load_records(store, "B"))):
         fn()  # warm the page cache once, then time the second call
         t0, c0 = time.perf_counter(), time.process_time()
         result = fn()
@@ -178,6 +183,11 @@ def main(argv=None) -> int:
     print("\n  queries on two builds (SQLite, target <= 1 s each)   wall s   CPU s")
     for k in ("summary_s", "diff_s", "op_matrix_s", "leaderboard_s"):
         print(f"    {k[:-2]:<14}                                   {q_sqlite[k]:6.2f}  {q_sqlite[k[:-2] + '_cpu']:6.2f}")
+    print("  one build's latest results, every field (no target; the site and the gate read these)")
+    for k, what in (("latest_rows_s", "queries.latest_rows (plain rows)"),
+                    ("iter_outcomes_s", "queries.iter_outcomes (Outcome objects)"),
+                    ("gate_load_s", "ci.pipeline.load_records (gate dicts)")):
+        print(f"    {what:<44}     {q_sqlite[k]:6.2f}  {q_sqlite[k[:-2] + '_cpu']:6.2f}")
     print(f"    diff counts: {q_sqlite['diff_counts']}")
 
     if not args.no_postgres:

@@ -41,6 +41,14 @@ def register(subparsers):
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     p.add_argument("--pytorch-src", default=None, help="upstream suite: PyTorch source checkout ($TORCHCONFORM_PYTORCH_SRC)")
     p.add_argument("--files", default=None, help="upstream suite: comma-separated test files (e.g. test_ops,test_nn)")
+    p.add_argument("--skiplist", action="append", default=[], metavar="PATH",
+                   help="apply this skiplist YAML (repeatable; none by default), e.g. skiplists/refdev/young-backend.yaml")
+    p.add_argument("--skiplist-audit", action="store_true",
+                   help="run the skiplists' skip entries as xfail to find stale ones (crashes_device entries stay skipped)")
+    p.add_argument("--branch", default=None,
+                   help="source branch recorded with the build (default $TORCHCONFORM_BRANCH, GitHub's, or git's)")
+    p.add_argument("--commit", default=None,
+                   help="source commit recorded with the build (default $TORCHCONFORM_COMMIT, GitHub's, or git's)")
     p.add_argument("--json", action="store_true", help="print the breakdown as JSON")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     p.set_defaults(func=run_command)
@@ -113,6 +121,19 @@ def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
         cmd += ["--tc-ops", args.ops]
     if args.keyword:
         cmd += ["-k", args.keyword]
+    for path in args.skiplist:
+        if not os.path.isfile(path):
+            raise UserError(f"--skiplist {path}: no such file; pass the path of a skiplist YAML "
+                            "(e.g. skiplists/refdev/young-backend.yaml)")
+        cmd += ["--tc-skiplist", os.path.abspath(path)]
+    if args.skiplist_audit:
+        if not args.skiplist and not os.environ.get("TORCHCONFORM_SKIPLIST"):
+            raise UserError("--skiplist-audit needs a skiplist; add --skiplist PATH")
+        cmd += ["--tc-skiplist-audit"]
+    if args.branch:
+        cmd += ["--tc-branch", args.branch]
+    if args.commit:
+        cmd += ["--tc-commit", args.commit]
     return cmd + list(args.pytest_args)
 
 
@@ -165,6 +186,8 @@ def run_command(args) -> int:
             sys.stderr.write(line)
             if line.startswith("ERROR: torchconform: ") and usage_error is None:
                 usage_error = line[len("ERROR: torchconform: "):].strip()
+                # The skiplist plugin words its errors "torchconform: error: ..." already.
+                usage_error = usage_error[len("error: "):] if usage_error.startswith("error: ") else usage_error
         rc = proc.wait()
     except KeyboardInterrupt:
         proc.terminate()  # the plugin turns SIGTERM into an orderly end: finished results are kept

@@ -23,7 +23,7 @@ from torchconform.collectors.classify import classify_text
 from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, PASS, PASS_FALLBACK, TIMEOUT, Outcome, bound_message,
 )
-from torchconform.collectors.settings import default_build_name
+from torchconform.collectors.settings import default_build_name, source_revision
 from torchconform.collectors.testinfo import parse_test_id
 from torchconform.collectors.watchdog import STATE_ENV, read_timeout_marker
 
@@ -117,6 +117,8 @@ class ControllerPlugin:
     def _run_info(self) -> dict:
         import torch
         args = [str(a) for a in self.config.invocation_params.args]
+        branch, commit = source_revision(self.settings.branch, self.settings.commit,
+                                         cwd=str(self.config.invocation_params.dir))
         return {
             "build": self.build,
             "suite": self.settings.suite or _suite_from_args(self.config.args),
@@ -130,6 +132,8 @@ class ControllerPlugin:
             "shard": self.settings.shard,
             "torch_version": getattr(torch, "__version__", ""),
             "torch_git": getattr(getattr(torch, "version", None), "git_version", ""),
+            "branch": branch,
+            "commit": commit,
         }
 
     @pytest.hookimpl(tryfirst=True)

@@ -10,7 +10,8 @@ import pytest
 
 def pytest_torchconform_run_start(config, run):
     """A run begins.  ``run`` is a dict: build, suite, selection, device, profile,
-    command_line, host, start_time (UTC ISO 8601), shard, torch_version."""
+    command_line, host, start_time (UTC ISO 8601), shard, torch_version, torch_git,
+    branch, commit (empty when unknown)."""
 
 
 def pytest_torchconform_outcomes(config, outcomes):

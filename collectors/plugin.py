@@ -26,7 +26,13 @@ OPTIONS = {
     "tc_selection": ("--tc-selection", "TORCHCONFORM_SELECTION", "selection of a torchconform suite (quick, full)"),
     "tc_ops": ("--tc-ops", "TORCHCONFORM_OPS", "comma-separated OpInfo names to restrict torchconform suites to"),
     "tc_shard": ("--tc-shard", "TORCHCONFORM_SHARD", "shard label recorded with the run (e.g. 1/4)"),
+    "tc_branch": ("--tc-branch", "TORCHCONFORM_BRANCH", "source branch recorded with the build (default: GitHub's or git's)"),
+    "tc_commit": ("--tc-commit", "TORCHCONFORM_COMMIT", "source commit recorded with the build (default: GitHub's or git's)"),
 }
+
+# Skiplists apply in every run that loads this plugin (``--tc-skiplist``); the
+# skiplist plugin is itself inert without a skiplist.
+pytest_plugins = ["torchconform.skiplists.plugin"]
 
 
 def pytest_addhooks(pluginmanager):
@@ -85,6 +91,10 @@ def pytest_load_initial_conftests(early_config, parser, args):
 SETTINGS_KEY = pytest.StashKey()
 
 
+def is_xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):
     settings = config.stash.get(SETTINGS_KEY, None)
@@ -97,7 +107,9 @@ def pytest_configure(config):
     from torchconform.collectors.worker import WorkerPlugin
 
     config.pluginmanager.register(WorkerPlugin(config, settings), "torchconform-worker")
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+    # xdist gives its workers' configs ``workerinput``; the environment variable is
+    # inherited by any pytest started inside a worker, which must still record.
+    if not is_xdist_worker(config):
         from torchconform.collectors.controller import ControllerPlugin
 
         config.pluginmanager.register(ControllerPlugin(config, settings), "torchconform-controller")

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
+import subprocess
 from dataclasses import dataclass
 
 from torchconform.errors import UserError
@@ -21,11 +23,55 @@ class Settings:
     selection: str = ""
     ops: str = ""
     shard: str = ""
+    branch: str = ""
+    commit: str = ""
 
 
-def default_build_name(device: str, profile: str) -> str:
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{device}-{profile}-{stamp}"
+def default_build_name(device: str, profile: str, now: _dt.datetime | None = None) -> str:
+    """``<device>-<profile>-<UTC time to the microsecond>-<pid>``.
+
+    Running the same job twice must keep both builds, even within one second
+    (the store refuses to mix builds), so the stamp has microseconds; the pid
+    separates two processes that start in the same microsecond.  Fixed-width
+    fields keep names of one device/profile sortable by time.
+    """
+    if now is None:
+        now = _dt.datetime.now(_dt.timezone.utc)
+        while _last_stamp and now == _last_stamp[0]:  # same process, same microsecond
+            now = _dt.datetime.now(_dt.timezone.utc)
+        _last_stamp[:] = [now]
+    stamp = now.astimezone(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return f"{device}-{profile}-{stamp}-{os.getpid() % 100000:05d}"
+
+
+_last_stamp: list = []
+
+
+def _git(cwd: str, *args: str) -> str:
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def source_revision(branch: str = "", commit: str = "", cwd: str | None = None, env=None) -> tuple[str, str]:
+    """(branch, commit) the run tests: given values (``--tc-branch``/``--tc-commit``,
+    which also read TORCHCONFORM_BRANCH/COMMIT), else GitHub Actions' variables
+    (GITHUB_HEAD_REF for pull requests, else GITHUB_REF_NAME; GITHUB_SHA), else the
+    git checkout of ``cwd``; quietly empty when none applies.  The gate picks its
+    baseline per branch, so every build should know its branch."""
+    env = os.environ if env is None else env
+    branch = branch or env.get("GITHUB_HEAD_REF") or env.get("GITHUB_REF_NAME") or ""
+    commit = commit or env.get("GITHUB_SHA") or ""
+    cwd = cwd or os.getcwd()
+    if (not branch or not commit) and _git(cwd, "rev-parse", "--is-inside-work-tree") == "true":
+        if not branch:
+            head = _git(cwd, "rev-parse", "--abbrev-ref", "HEAD")
+            branch = "" if head == "HEAD" else head  # detached HEAD: no branch to name
+        if not commit:
+            commit = _git(cwd, "rev-parse", "HEAD")
+    return branch, commit
 
 
 def settings_from(config, namespace=None) -> Settings:
@@ -55,5 +101,5 @@ def settings_from(config, namespace=None) -> Settings:
         device=device, profile=profile, backend_module=get("tc_backend_module"),
         build=get("tc_build"), junit=get("tc_junit"), jsonl=get("tc_jsonl"), db=get("tc_db"),
         timeout=timeout, suite=get("tc_suite"), selection=get("tc_selection"), ops=get("tc_ops"),
-        shard=get("tc_shard"),
+        shard=get("tc_shard"), branch=get("tc_branch"), commit=get("tc_commit"),
     )

@@ -66,7 +66,7 @@ def write_junit(path, run: dict, outcomes: list[Outcome]) -> None:
                           timestamp=str(run.get("start_time", "")), hostname=str(run.get("host") or socket.gethostname()),
                           time=f"{sum(o.duration for o in outcomes):.3f}", **{k: str(v) for k, v in counts.items()})
     props = ET.SubElement(suite, "properties")
-    for key in ("build", "suite", "selection", "device", "profile", "shard", "torch_version"):
+    for key in ("build", "suite", "selection", "device", "profile", "shard", "torch_version", "branch", "commit"):
         if run.get(key) not in (None, ""):
             ET.SubElement(props, "property", name=f"tc.run.{key}", value=str(run[key]))
     for o in outcomes:

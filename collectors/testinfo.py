@@ -7,7 +7,7 @@ convention ``test_<variant>_<op>_<device>_<dtype>`` allows.
 """
 from __future__ import annotations
 
-import inspect
+import functools
 import re
 
 _DTYPES = (
@@ -48,16 +48,41 @@ def parse_test_id(test_id: str, device: str = "") -> dict:
     return info
 
 
+def _wrapped_chain(obj, limit: int = 32):
+    """``obj`` and everything it wraps, outermost first.  Each step may be a bound
+    method (a decorator that wrapped a method, or a test method bound to its
+    instance), whose function is ``__func__``; decorators link the steps with
+    ``__wrapped__`` (functools.wraps) or ``func`` (functools.partial)."""
+    seen: set[int] = set()  # ids of functions, which live as long as the test (bound methods do not)
+    while obj is not None and len(seen) < limit:
+        func = getattr(obj, "__func__", obj)
+        if id(func) in seen:
+            return
+        seen.add(id(func))
+        yield func
+        obj = getattr(func, "__wrapped__", None)
+        if obj is None and isinstance(func, (functools.partial, functools.partialmethod)):
+            obj = func.func
+
+
 def _param_kwargs(obj) -> dict:
     """PyTorch's instantiated test keeps ``param_kwargs`` as a default argument;
-    decorators may wrap it, so walk the ``__wrapped__`` chain."""
-    func, seen = getattr(obj, "__func__", obj), 0
-    while func is not None and seen < 32:
+    decorators may wrap it (and wrap bound methods), so walk the whole chain."""
+    for func in _wrapped_chain(obj):
         for d in getattr(func, "__defaults__", None) or ():
             if isinstance(d, dict) and ("op" in d or "dtype" in d or "device" in d or "module_info" in d):
                 return d
-        func, seen = getattr(func, "__wrapped__", None), seen + 1
+        for d in (getattr(func, "__kwdefaults__", None) or {}).values():
+            if isinstance(d, dict) and ("op" in d or "dtype" in d or "device" in d or "module_info" in d):
+                return d
     return {}
+
+
+def _innermost_name(obj) -> str:
+    name = ""
+    for func in _wrapped_chain(obj):
+        name = getattr(func, "__name__", "") or name
+    return name
 
 
 def item_info(item, device: str = "") -> dict:
@@ -67,11 +92,7 @@ def item_info(item, device: str = "") -> dict:
     if obj is None:
         return info
     pk = _param_kwargs(obj)
-    try:
-        original = inspect.unwrap(getattr(obj, "__func__", obj))
-        fname = original.__name__
-    except Exception:
-        fname = ""
+    fname = _innermost_name(obj)
     op = pk.get("op")
     if op is not None and hasattr(op, "name"):
         info["op"] = op.name + (f".{op.variant_test_name}" if getattr(op, "variant_test_name", "") else "")

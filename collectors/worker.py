@@ -19,6 +19,7 @@ from torchconform.collectors.classify import (
 from torchconform.collectors.outcome import PASS, XFAIL, XPASS, bound_message
 from torchconform.collectors.testinfo import item_info
 from torchconform.collectors.watchdog import STATE_ENV, Watchdog
+from torchconform.skiplists.entries import ref_from_message
 
 
 def _resolve(spec: str):
@@ -46,7 +47,8 @@ class WorkerPlugin:
         self.settings = settings
         self.profile = settings.profile
         self.device = settings.device
-        self.in_worker = os.environ.get("PYTEST_XDIST_WORKER") is not None
+        from torchconform.collectors.plugin import is_xdist_worker
+        self.in_worker = is_xdist_worker(config)
         self.watchdog = Watchdog(settings.timeout, os.environ.get(STATE_ENV), self.in_worker)
         self._fallback_counts = _resolve(self.profile.fallback_counter)
         self._fallback_reset = _resolve(self.profile.fallback_reset)
@@ -137,7 +139,10 @@ class WorkerPlugin:
         wasxfail = getattr(report, "wasxfail", None)
         if report.passed:
             if wasxfail is not None:
-                return Verdict(XPASS, message=bound_message(f"unexpected pass; expectation: {wasxfail}"))
+                # A skiplist xfail entry that passed: keep the entry, so the stale
+                # expectation can be traced (and pruned) to its line.
+                return Verdict(XPASS, message=bound_message(f"unexpected pass; expectation: {wasxfail}"),
+                               skiplist_entry=ref_from_message(wasxfail))
             return Verdict(PASS, message=notes.take()) if report.when == "call" else None
         if report.skipped:
             if wasxfail is not None:
@@ -145,6 +150,7 @@ class WorkerPlugin:
                 v = classify_text(text, self.profile, status="xfail")
                 if v.outcome == XFAIL:
                     v.message = bound_message(wasxfail) or "expected failure (unittest.expectedFailure)"
+                    v.skiplist_entry = ref_from_message(wasxfail)
                 return v
             if exc is not None and not isinstance(exc, pytest.skip.Exception):
                 return classify_exception(exc, self.profile, status="skipped")

@@ -40,7 +40,11 @@ def _properties(elem) -> dict[str, str]:
     props = elem.find("properties")
     if props is None:
         return {}
-    return {p.get("name", ""): p.get("value", p.text or "") for p in props.iter("property")}
+    out = {}
+    for p in props.iter("property"):
+        value = p.get("value")
+        out[p.get("name", "")] = value if value is not None else (p.text or "")
+    return out
 
 
 def _class_part(classname: str, file_: str) -> str:
@@ -139,20 +143,28 @@ class JunitReader:
 
     def outcomes(self):
         suites: list[str] = []   # names of the enclosing <testsuite> elements
-        depth_tags: list[str] = []
+        in_case = 0              # >0 while inside a <testcase>
+        root = None
         try:
             for event, elem in ET.iterparse(self.path, events=("start", "end")):
-                if event == "start":
-                    if not depth_tags and elem.tag not in ("testsuites", "testsuite"):
-                        raise UserError(f"{self.path}: not a JUnit XML report (root element <{elem.tag}>, expected "
-                                        "<testsuites> or <testsuite>); pass a file written by pytest --junitxml "
-                                        "or another JUnit reporter")
-                    depth_tags.append(elem.tag)
-                    if elem.tag == "testsuite":
-                        suites.append(elem.get("name") or "")
+                tag = elem.tag
+                # <property> is most of a runner report's elements: dismissed first.
+                if tag == "property" and root is not None:
                     continue
-                depth_tags.pop()
-                if elem.tag == "testcase":
+                if event == "start":
+                    if root is None:
+                        root = tag
+                        if tag not in ("testsuites", "testsuite"):
+                            raise UserError(f"{self.path}: not a JUnit XML report (root element <{tag}>, expected "
+                                            "<testsuites> or <testsuite>); pass a file written by pytest --junitxml "
+                                            "or another JUnit reporter")
+                    if tag == "testsuite":
+                        suites.append(elem.get("name") or "")
+                    elif tag == "testcase":
+                        in_case += 1
+                    continue
+                if tag == "testcase":
+                    in_case -= 1
                     case = TestCase.fromelem(elem)
                     props = _properties(elem)
                     # --suite wins, then the runner's per-test tc.suite, then the suite's name.
@@ -161,12 +173,13 @@ class JunitReader:
                     yield _case_outcome(case, props, self.profile, suite, self.path, self._verdicts)
                     self.count += 1
                     elem.clear()
-                elif elem.tag == "properties" and depth_tags and depth_tags[-1] == "testsuite":
+                elif tag == "properties" and suites and not in_case:
+                    # the suite's own properties (the runner's tc.run.*), not a test's
                     for prop in elem.iter("property"):
                         name = prop.get("name") or ""
                         if name.startswith("tc.run."):
                             self.run_properties.setdefault(name[len("tc.run."):], prop.get("value", ""))
-                elif elem.tag == "testsuite":
+                elif tag == "testsuite":
                     suites.pop()
         except ET.ParseError as exc:
             raise _xml_error(self.path, exc) from None

@@ -308,8 +308,7 @@ def diff_maps(old_build: str, new_build: str, old: dict, new: dict, names) -> di
         if before is None:
             cats["new_tests"].append((pk, None, after))
             continue
-        o_out, o_kind = before[0], before[1]
-        n_out, n_kind = after[0], after[1]
+        o_out, o_kind, n_out, n_kind = before[0], before[1], after[0], after[1]
         transitions[(o_out, o_kind, n_out, n_kind)] += 1
         if o_out == n_out and o_kind == n_kind:
             continue
@@ -321,12 +320,10 @@ def diff_maps(old_build: str, new_build: str, old: dict, new: dict, names) -> di
             cats["fixes"].append((pk, before, after))
         else:
             cats["other_changes"].append((pk, before, after))
-    if len(old) != len(new) or cats["new_tests"]:
-        for pk, before in old.items():
-            if pk not in new:
-                cats["missing_tests"].append((pk, before, None))
-    old_missing = {r[2] for r in old.values() if _missing(r[0], r[1]) and r[2]}
-    new_missing = Counter(r[2] for r in new.values() if _missing(r[0], r[1]) and r[2])
+    if len(old) != len(new) or cats["new_tests"]:   # else both hold the same tests
+        cats["missing_tests"] = [(pk, before, None) for pk, before in old.items() if pk not in new]
+    old_missing = {r[2] for r in old.values() if r[2] and r[1] == MISSING_OP and r[0] == SKIP_BACKEND}
+    new_missing = Counter(r[2] for r in new.values() if r[2] and r[1] == MISSING_OP and r[0] == SKIP_BACKEND)
     found = names({pk for entries in cats.values() for pk, _, _ in entries})
 
     def entry(pk, before, after):

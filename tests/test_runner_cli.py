@@ -52,7 +52,9 @@ def test_compile_variant_notes_graphs(cli_run):
     _, outcomes = read_jsonl(tmp / ".torchconform" / "runs" / "cli-build.jsonl")
     compiled = [o for o in outcomes if o.variant == "compile_compare_cpu" and o.op == "add"]
     assert compiled and compiled[0].outcome == "pass"
-    assert "compiled with aot_eager: 1 graph(s), 0 graph break(s)" in compiled[0].message
+    assert compiled[0].message == "compiled: backend=aot_eager graphs=1 graph_breaks=0 recompiles=0"
+    from torchconform.collectors.notes import parse_compile_note
+    assert parse_compile_note(compiled[0].message)["graph_breaks"] == 0
 
 
 def test_run_is_stored(cli_run):

@@ -49,6 +49,9 @@ def test_refdev_shows_every_outcome_class(refdev_parallel, young_backend_truth):
     if "aten::_cdist_forward" in young_backend_truth["missing"]:  # the profile's hash rule decides
         assert (cdist.outcome, cdist.kind, cdist.missing_op) == ("skip_backend", "missing_op", "aten::_cdist_forward")
     assert run["device"] == "refdev" and run["profile"] == "young-backend"
+    # classes carry the backend's name, as upstream names them (never ...PRIVATEUSE1)
+    assert {o.cls for o in outcomes} == {"TestCommonREFDEV"}
+    assert all("::TestCommonREFDEV::" in o.test_id for o in outcomes)
 
 
 def test_missing_ops_are_the_ones_refdev_lacks(refdev_parallel, young_backend_truth):
@@ -85,6 +88,7 @@ def test_parallel_equals_serial(refdev_parallel, tmp_path):
 def test_cpu_shows_no_backend_skips(tmp_path):
     _, run, outcomes = _ops_run(tmp_path, "cpu", "-n", "2")
     assert outcomes and run["device"] == "cpu"
+    assert {o.cls for o in outcomes} == {"TestCommonCPU"}
     assert not [o.test_id for o in outcomes if o.outcome == "skip_backend"]
     assert {o.op for o in outcomes} >= {"add", "cdist", "cumsum"}
     assert not any(o.fallback_ops for o in outcomes)

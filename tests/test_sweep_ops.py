@@ -15,7 +15,8 @@ def test_ops_shard_then_resume_runs_nothing_twice(tmp_path):
     cmd = [sys.executable, "-m", "torchconform", "sweep", "--suite", "ops", "--selection", "quick",
            "--shards", "60", "--shard", "7", "--build", "ops-nightly", "--device", "cpu", "--db", db,
            "--workers", "1", "--timeout", "120"]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    # Run like a user would: not as part of this (possibly xdist) pytest session.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert "outcomes" in first.stdout, first.stdout + first.stderr
     total, distinct = _count(db)

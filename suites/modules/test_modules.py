@@ -25,7 +25,7 @@ from torch.testing._internal.common_device_type import instantiate_device_type_t
 from torch.testing._internal.common_modules import module_db, modules
 from torch.testing._internal.common_utils import TestCase, run_tests
 
-from torchconform.suites.common import missing_op_guard, tensors_in, to_cpu, tolerances
+from torchconform.suites.common import missing_op_guard, name_device_test_base, tensors_in, to_cpu, tolerances
 from torchconform.suites.modules.selection import allowed_dtypes, select_modules
 
 _MODULES = select_modules(module_db)
@@ -119,17 +119,8 @@ class TestModule(TestCase):
         return True
 
 
-def _name_privateuse1_base():
-    """Give the PrivateUse1 base its backend name before instantiation, so the class
-    is ``TestModule<DEVICE>`` (PyTorch renames the base only when a test first runs)."""
-    import torch.testing._internal.common_device_type as cdt
-
-    for base in cdt.device_type_test_bases:
-        if base.__name__ == "PrivateUse1TestBase" and base.device_type == "privateuse1":
-            base.setUpClass()
-
-
-_name_privateuse1_base()
+# Classes read TestModule<DEVICE> (e.g. TestModuleREFDEV), as in the ops suite.
+name_device_test_base()
 instantiate_device_type_tests(TestModule, globals())
 
 if __name__ == "__main__":

@@ -14,7 +14,13 @@ OpInfo's own skips and expected failures for ``TestCommon`` apply:
 * ``out``: the ``out=`` variant on the first sample, with empty outputs to resize;
 * ``noncontiguous_samples``: non-contiguous device inputs vs contiguous CPU ones;
 * ``compile_compare_cpu``: ``torch.compile`` with the profile's compile backend on
-  the first sample; graphs and graph breaks are noted on the outcome.
+  the first sample; a passing outcome's message is
+  ``compiled: backend=B graphs=N graph_breaks=N recompiles=N``
+  (``torchconform.collectors.notes.parse_compile_note`` reads it back).
+
+Classes are named after the device (``TestCommonREFDEV``, ``TestCommonNEURON``,
+``TestCommonCPU``), as upstream PyTorch names them once the PrivateUse1 base knows
+its backend name.
 """
 import unittest
 
@@ -23,9 +29,10 @@ from torch.testing._internal.common_device_type import OpDTypes, instantiate_dev
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_utils import TestCase, run_tests
 
-from torchconform.collectors.notes import note
+from torchconform.collectors.notes import compile_note, note
 from torchconform.suites.common import (
-    check_executed, compile_backend, cpu_leaf, missing_op_guard, tensors_in, to_cpu, tolerances,
+    check_executed, compile_backend, cpu_leaf, missing_op_guard, name_device_test_base, tensors_in, to_cpu,
+    tolerances,
 )
 from torchconform.suites.ops.selection import allowed_dtypes, select_ops
 
@@ -174,13 +181,13 @@ class TestCommon(TestCase):
                 check_executed(actual, device)
                 self.assertEqual(to_cpu(sample.output_process_fn_grad(actual)),
                                  cpu_sample.output_process_fn_grad(expected), **tolerances(dtype))
-                breaks = sum(counters["graph_break"].values())
-                note(f"compiled with {backend}: {counters['stats']['unique_graphs']} graph(s), "
-                     f"{breaks} graph break(s), {len(counters['recompiles'])} recompile reason(s)")
+                note(compile_note(backend, counters["stats"]["unique_graphs"],
+                                  sum(counters["graph_break"].values()), len(counters["recompiles"])))
                 return  # one sample: compile time dominates
         _no_sample_ran(self)
 
 
+name_device_test_base()
 instantiate_device_type_tests(TestCommon, globals())
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def groups_of(builds: list[BuildInfo]) -> list[Group]:
 
 # What the site reads of each build, in one pass (queries.latest_rows).
 ROW_COLUMNS = ("test_id", "suite", "file", "op", "variant", "dtype", "outcome", "kind", "missing_op",
-               "fallback_ops", "message")
+               "fallback_ops", "message", "name")
 _MODELS_SUITE = "models"
 # Projections of a row (ROW_COLUMNS order) that each aggregate counts.
 _BY = {"suite": itemgetter(1, 6, 7, 8), "file": itemgetter(2, 6, 7, 8)}   # key, outcome, kind, missing_op

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
+from operator import attrgetter
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -146,6 +147,9 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
         # every test has exactly one suite, so the per-suite breakdowns add up to the build's
         b.summary = merge_breakdowns(b.name, by_suite.values())
         index.add(b.slug, data.rows)
+        # rows come unsorted (no ORDER BY on the big read); the few model rows are
+        # written in test id order, as iter_outcomes used to deliver them
+        index.models.get(b.slug, []).sort(key=attrgetter("test_id"))
         build_page.render(site, b, _by_rows(by_suite), _by_rows(data.summary_by(queries, "file")), generated)
         matrix.render(site, b, data.op_matrix(queries), generated)
         if first_missing is None:

@@ -18,6 +18,10 @@ operators that need a direct registration (convolution).  From that universe:
 * ``always_on``: never missing or fallback, whatever the hash says: what tensor
   creation, printing, copies and PyTorch's comparison helpers need.
 * everything else is ``implemented``.
+* two exceptions: ``convolution_overrideable`` / ``convolution_backward_overrideable``
+  share the class of ``convolution`` / ``convolution_backward`` (``PAIRED_OPS``), and
+  overloads with both a CPU kernel and a CompositeExplicitAutograd kernel
+  (``native_layer_norm``...) are never missing: see ``cpu_over_composite_ops``.
 
 An entry without an overload (``aten::nonzero``) names every overload of that
 operator; one with an overload (``aten::add.out``) names just that one.
@@ -48,6 +52,16 @@ NATIVE_OPS = (
 # Composite on CPU, but PrivateUse1 must compute them directly: their
 # decompositions pick a backend-specific path that does not exist for PU1.
 FORCED_OPS = ("aten::convolution", "aten::convolution_backward")
+# ATen's hooks for out-of-tree backends: aten::_convolution (called directly by
+# some models, TorchScript and decompositions) selects the "Overrideable"
+# backend for PrivateUse1 tensors and calls these.  Each follows its partner's
+# classification, so describe() stays true: both computed, or both missing (then
+# PyTorch's own "convolution_overrideable not implemented" error names the op).
+# The C++ side computes them through the CPU convolution (refdev.cpp).
+PAIRED_OPS = {
+    "aten::convolution_overrideable": "aten::convolution",
+    "aten::convolution_backward_overrideable": "aten::convolution_backward",
+}
 # Operators that produce sparse, quantized, mkldnn or nested tensors: refdev
 # holds strided tensors only, so these are missing in every profile (an honest
 # dispatcher error instead of a confusing failure when wrapping the result).
@@ -163,10 +177,37 @@ def op_universe() -> tuple[str, ...]:
     for name in torch._C._dispatch_get_all_op_names():
         if not name.startswith("aten::") or name in NATIVE_OPS:
             continue
-        if name in FORCED_OPS:
+        if name in FORCED_OPS or name in PAIRED_OPS:
             out.add(name)
         elif has(name, "CPU") and not any(has(name, k) for k in _COMPOSITE_KEYS):
             out.add(name)
+    return tuple(sorted(out | set(cpu_over_composite_ops())))
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_over_composite_ops() -> tuple[str, ...]:
+    """Overloads with both a CPU kernel and a plain CompositeExplicitAutograd kernel
+    (``native_layer_norm``, ``native_group_norm``, ``addr``, ``_stack``, ...).
+
+    Without a PrivateUse1 kernel, PyTorch runs their composite decomposition on
+    refdev (``native_layer_norm`` becomes ``native_batch_norm`` + ``addcmul``),
+    which rounds differently from the fused CPU kernel, so refdev would not
+    compute like the CPU.  They get the CPU-compute kernel; and since a backend
+    without that kernel still runs the composite, they can never be missing
+    (the hash share and ``missing.ops`` do not apply; ``fallback.ops`` does).
+    Their autograd formula is an Autograd kernel, which a PrivateUse1 kernel
+    does not displace (unlike CompositeImplicitAutograd ops, never registered).
+    """
+    import torch
+
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    out = []
+    for name in torch._C._dispatch_get_all_op_names():
+        if (name.startswith("aten::") and name not in NATIVE_OPS and name not in FORCED_OPS
+                and has(name, "CPU") and has(name, "CompositeExplicitAutograd")
+                and not has(name, "CompositeExplicitAutogradNonFunctional")
+                and not has(name, "CompositeImplicitAutograd")):
+            out.append(name)
     return tuple(sorted(out))
 
 
@@ -204,9 +245,14 @@ def resolve(profile: Profile) -> Resolved:
     explicit_missing = set(profile.missing_ops)
     fallback_entries = set(profile.fallback_ops)
     implemented, fallback, missing = [], [], []
+    cpu_over_composite = set(cpu_over_composite_ops())
     for op in op_universe():
+        if op in PAIRED_OPS:
+            continue  # classified with its partner below
         if NON_STRIDED.search(op):
             missing.append(op)
+        elif op in cpu_over_composite:
+            (fallback if _matches(op, fallback_entries) else implemented).append(op)
         elif _matches(op, always):
             implemented.append(op)
         elif _matches(op, explicit_missing):
@@ -217,5 +263,12 @@ def resolve(profile: Profile) -> Resolved:
             missing.append(op)
         else:
             implemented.append(op)
+    universe = set(op_universe())
+    for op, partner in PAIRED_OPS.items():
+        if op not in universe:
+            continue
+        for bucket in (implemented, fallback, missing):
+            if partner in bucket:
+                bucket.append(op)
     implemented = sorted(set(implemented) | set(NATIVE_OPS))
     return Resolved(profile, implemented, sorted(fallback), sorted(missing))

@@ -225,7 +225,7 @@ def test_pytorch_src_reaches_the_suite_before_its_arguments(tmp_path, monkeypatc
     assert str(tmp_path / "src") in str(err.value) and "/elsewhere" not in str(err.value)
 
 
-def test_run_end_to_end_records_branch_and_skiplist(tmp_path):
+def test_run_end_to_end_records_branch_and_commit(tmp_path):
     db = tmp_path / "cli.db"
     proc = subprocess.run(
         [sys.executable, "-m", "torchconform", "run", "--device", "cpu", "--suite", "ops", "--ops", "add",

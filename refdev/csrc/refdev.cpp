@@ -444,8 +444,11 @@ static void sync_written(const Written& w) {
   }
 }
 
-static void compute_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-  const auto& schema = op.schema();
+// Computes `target` on CPU aliases of the device arguments on the stack (laid
+// out for `target`'s schema).  `op` is the operator the caller dispatched: it
+// names the call in counts and warnings.  Usually target == op.
+static void compute_as(const c10::OperatorHandle& op, const c10::OperatorHandle& target, torch::jit::Stack* stack) {
+  const auto& schema = target.schema();
   const auto& args = schema.arguments();
   const size_t nargs = args.size();
   const size_t base = stack->size() - nargs;
@@ -525,7 +528,7 @@ static void compute_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, t
     // A full dispatch on the CPU aliases (not a redispatch to the CPU key
     // alone): conjugate/negative bits carried by the aliases must go through
     // their fallbacks before a CPU kernel that does not understand them.
-    op.callBoxed(stack);
+    target.callBoxed(stack);
   }
 
   for (auto& w : written) {
@@ -561,6 +564,47 @@ static void compute_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, t
   }
 }
 
+static void compute_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  compute_as(op, op, stack);
+}
+
+// aten::_convolution picks the "Overrideable" backend for PrivateUse1 tensors
+// and calls these two hooks, which have no CPU kernel (their default kernel
+// only raises).  They take convolution's / convolution_backward's arguments
+// (the backward one without bias_sizes), so they are computed as the CPU
+// convolution on the same aliased memory.
+static c10::OperatorHandle find_op(const char* name, const char* overload) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+}
+
+static void convolution_overrideable_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
+                                            torch::jit::Stack* stack) {
+  static const c10::OperatorHandle target = find_op("aten::convolution", "");
+  compute_as(op, target, stack);
+}
+
+static void convolution_backward_overrideable_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
+                                                     torch::jit::Stack* stack) {
+  static const c10::OperatorHandle target = find_op("aten::convolution_backward", "");
+  // (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask)
+  const size_t base = stack->size() - op.schema().arguments().size();
+  const bool want_bias = (*stack)[base + 9].toBoolList().get(2);
+  // convolution_backward wants bias_sizes (after weight) only to know that a
+  // bias gradient is asked for: it is grad_output summed over all but dim 1.
+  c10::IValue bias_sizes;
+  if (want_bias) bias_sizes = c10::IValue(std::vector<int64_t>{(*stack)[base].toTensor().size(1)});
+  stack->insert(stack->begin() + static_cast<std::ptrdiff_t>(base + 3), std::move(bias_sizes));
+  compute_as(op, target, stack);
+}
+
+static torch::CppFunction kernel_for(const std::string& name) {
+  if (name == "convolution_overrideable")
+    return torch::CppFunction::makeFromBoxedFunction<&convolution_overrideable_kernel>();
+  if (name == "convolution_backward_overrideable")
+    return torch::CppFunction::makeFromBoxedFunction<&convolution_backward_overrideable_kernel>();
+  return torch::CppFunction::makeFromBoxedFunction<&compute_kernel>();
+}
+
 // ---------------------------------------------------------------------------
 // Python-facing control.
 static torch::Library* g_lib = nullptr;
@@ -573,7 +617,7 @@ static void register_ops(const std::vector<std::string>& implemented, const std:
   auto add = [&](const std::string& full) {
     if (g_registered.count(full)) return;
     auto name = full.rfind("aten::", 0) == 0 ? full.substr(6) : full;
-    g_lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&compute_kernel>());
+    g_lib->impl(name.c_str(), kernel_for(name));
     g_registered.insert(full);
   };
   for (const auto& n : implemented) add(n);

@@ -52,7 +52,8 @@ def testcase_element(o: Outcome) -> ET.Element:
     return tc
 
 
-def write_junit(path, run: dict, outcomes: list[Outcome]) -> None:
+def junit_counts(outcomes: list[Outcome]) -> dict:
+    """The <testsuite> counters JUnit readers expect, from outcome records."""
     counts = {"tests": len(outcomes), "failures": 0, "errors": 0, "skipped": 0}
     for o in outcomes:
         if o.outcome == FAIL:
@@ -61,6 +62,11 @@ def write_junit(path, run: dict, outcomes: list[Outcome]) -> None:
             counts["errors"] += 1
         elif o.outcome in (SKIP_ELIGIBILITY, SKIP_BACKEND, XFAIL):
             counts["skipped"] += 1
+    return counts
+
+
+def write_junit(path, run: dict, outcomes: list[Outcome]) -> None:
+    counts = junit_counts(outcomes)
     root = ET.Element("testsuites")
     suite = ET.SubElement(root, "testsuite", name=f"torchconform.{run.get('suite') or 'tests'}",
                           timestamp=str(run.get("start_time", "")), hostname=str(run.get("host") or socket.gethostname()),

@@ -10,7 +10,7 @@ import dataclasses
 import json
 import xml.etree.ElementTree as ET
 
-from torchconform.collectors.outcome import CRASH, ERROR, FAIL, Outcome, SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL
+from torchconform.collectors.outcome import Outcome
 from torchconform.db import queries
 from torchconform.errors import UserError
 
@@ -50,17 +50,10 @@ def _csv(store, build, info, out) -> int:
 
 
 def _junit(store, build, info, out) -> int:
-    from torchconform.collectors.sink_junit import testcase_element
+    from torchconform.collectors.sink_junit import junit_counts, testcase_element
 
     outcomes = list(queries.iter_outcomes(store, build))
-    counts = {"tests": len(outcomes), "failures": 0, "errors": 0, "skipped": 0}
-    for o in outcomes:
-        if o.outcome == FAIL:
-            counts["failures"] += 1
-        elif o.outcome in (ERROR, CRASH, TIMEOUT):
-            counts["errors"] += 1
-        elif o.outcome in (SKIP_ELIGIBILITY, SKIP_BACKEND, XFAIL):
-            counts["skipped"] += 1
+    counts = junit_counts(outcomes)
     out.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n')
     attrs = {"name": f"torchconform.{build}", "time": f"{sum(o.duration for o in outcomes):.3f}",
              **{k: str(v) for k, v in counts.items()}}

@@ -26,9 +26,9 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py
 	$(BIN)/pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
+$(VENV)/.installed-test: $(VENV)/.installed tests/constraints.txt
 	# Keep the installed torch whatever the extras ask for (no surprise CUDA build).
-	$(BIN)/pip install -q -e ".[$(TEST_EXTRAS)]" "torch==$$($(BIN)/python -c 'import torch; print(torch.__version__.split("+")[0])')"
+	$(BIN)/pip install -q -c tests/constraints.txt -e ".[$(TEST_EXTRAS)]" "torch==$$($(BIN)/python -c 'import torch; print(torch.__version__.split("+")[0])')"
 	touch $@
 
 venv: $(VENV)/.installed

@@ -7,7 +7,8 @@ live run and an ingested JUnit file of the same run agree.  The rules, in order:
 2. torchconform's own skip prefixes -> ``skip_backend`` with that kind
 3. a dispatcher "no kernel for this backend" message anywhere in the chain
    -> ``skip_backend/missing_op`` naming the first (root) operator
-4. the profile's unsupported-dtype messages -> ``skip_backend/unsupported_dtype``
+4. the profile's unsupported-dtype messages -> ``skip_backend/unsupported_dtype``;
+   its not-executed messages (placeholder outputs) -> ``skip_backend/not_executed``
 5. otherwise by status: skipped -> ``skip_eligibility``, xfailed -> ``xfail``,
    unexpected success -> ``xpass``, failure -> ``fail``, error -> ``error``.
 
@@ -129,8 +130,20 @@ def _special(text: str, profile, status: str) -> Verdict | None:
     if ops:
         return Verdict(SKIP_BACKEND, kind=MISSING_OP, missing_op=ops[0], message=_line_with_op(text, ops[0]))
     if profile.matches_unsupported_dtype(text):
-        return Verdict(SKIP_BACKEND, kind=UNSUPPORTED_DTYPE, message=_headline(text))
+        return Verdict(SKIP_BACKEND, kind=UNSUPPORTED_DTYPE,
+                       message=_matching_line(text, profile.matches_unsupported_dtype))
+    if profile.matches_not_executed(text):
+        return Verdict(SKIP_BACKEND, kind=NOT_EXECUTED, message=_matching_line(text, profile.matches_not_executed))
     return None
+
+
+def _matching_line(text: str, matches) -> str:
+    """The first line the profile's patterns recognise (it names the dtype or the
+    placeholder), else the headline."""
+    for line in text.splitlines():
+        if matches(line):
+            return bound_message(line.lstrip("E").strip())
+    return _headline(text)
 
 
 def _line_with(text: str, rx: re.Pattern) -> str:

@@ -94,6 +94,8 @@ _MODELS_SUITE = "models"
 _BY = {"suite": itemgetter(1, 6, 7, 8), "file": itemgetter(2, 6, 7, 8)}   # key, outcome, kind, missing_op
 _CELL = itemgetter(1, 3, 4, 5, 6, 7)                                        # suite, op, variant, dtype, outcome, kind
 _BLOCKED = itemgetter(8, 1, 3)                                              # missing_op, suite, op
+_TEST_ID = itemgetter(0)
+_MAP_VALUE = itemgetter(6, 7, 8, 9, 10, 3)   # outcome, kind, missing_op, fallback_ops, message, op
 
 
 @dataclass
@@ -115,13 +117,20 @@ class BuildRows:
         counts = Counter(map(_CELL, self.rows))
         return queries.matrix_cells((*k[1:], n) for k, n in counts.items() if k[0] != _MODELS_SUITE)
 
+    def matrix_cells(self) -> list[dict]:
+        """``op_matrix``'s cells with their numbers as one list (pages/matrix.py), without
+        the per-outcome dicts: the same counts, shaped for the matrix page only."""
+        from torchconform.dashboard.pages.matrix import cells_from_counts
+
+        return cells_from_counts(Counter(map(_CELL, self.rows)), _MODELS_SUITE)
+
     def leaderboard(self, queries, first: dict) -> list[dict]:
         counts = Counter(_BLOCKED(r) for r in self.rows if r[7] == "missing_op" and r[6] == "skip_backend" and r[8])
         return queries.leaderboard(self.name, ((*k, n) for k, n in counts.items()), first)
 
     def latest_map(self) -> dict:
         """{test_id: (outcome, kind, missing_op, fallback_ops, message, op)} for queries.diff_maps."""
-        return {r[0]: (r[6], r[7], r[8], r[9], r[10], r[3]) for r in self.rows}
+        return dict(zip(map(_TEST_ID, self.rows), map(_MAP_VALUE, self.rows)))
 
 
 def diff_from_maps(queries, old_name: str, old: dict, new_name: str, new: dict) -> dict:

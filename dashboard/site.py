@@ -4,24 +4,22 @@ The steps are in one place so the order is visible:
 1. list the builds (slugs, baselines) and decide which are unchanged since the
    last run on this folder (cache.py) and can be kept as they are;
 2. for every other build: one pass over its outcomes (search index, model
-   rows), then its pages (build, matrix, missing operators, diff);
+   rows), then its pages (build, matrix, missing operators, diff): per_build.py,
+   in worker processes for a big site (parallel.py);
 3. the site-wide pages (home, leaderboard, models, search) from all builds.
 """
 from __future__ import annotations
 
 import json
 import shutil
-from collections import Counter
-from operator import attrgetter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from torchconform.collectors.breakdown import make_breakdown
-from torchconform.dashboard import cache, charts
-from torchconform.dashboard.model import ROW_COLUMNS, BuildRows, diff_from_maps, groups_of, load_builds
-from torchconform.dashboard.pages import build as build_page
-from torchconform.dashboard.pages import diff as diff_page
-from torchconform.dashboard.pages import home, matrix, missing, models, search
+from torchconform.dashboard import cache, charts, parallel
+from torchconform.dashboard.model import groups_of, load_builds
+from torchconform.dashboard.pages import home, missing, models, search
+from torchconform.dashboard.per_build import merge_breakdowns  # noqa: F401 (part of this module's API)
+from torchconform.dashboard.per_build import no_cyclic_gc
 from torchconform.dashboard.render import STATIC, Site
 from torchconform.errors import UserError
 
@@ -56,20 +54,6 @@ def copy_static(out_dir: Path) -> None:
     shutil.copytree(STATIC, static, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__init__.py", "__pycache__"))
     (static / "categories.css").write_text(charts.category_css(), encoding="utf-8")
-
-
-def merge_breakdowns(build: str, parts) -> dict:
-    """One breakdown from breakdowns of disjoint parts of a build (collectors.breakdown shape)."""
-    outcomes, kinds, missing = Counter(), Counter(), Counter()
-    for b in parts:
-        outcomes.update(b["outcomes"])
-        kinds.update(b["backend_skip_kinds"])
-        missing.update({m["op"]: m["tests"] for m in b["missing_ops"]})
-    return make_breakdown(build, outcomes, kinds, missing)
-
-
-def _by_rows(by: dict) -> list[dict]:
-    return [{"key": key or "(none)", "summary": b} for key, b in by.items()]
 
 
 def _board_from_download(path: Path) -> list[dict]:
@@ -133,46 +117,25 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
     latest = [g.latest for g in groups_of(builds)]
     latest_names = {b.name for b in latest}
     boards: dict[str, list[dict]] = {}
-    first_missing = None
-    # the latest map of the last build read, per group: the next build's baseline diff needs no query
-    maps: dict[tuple, tuple[str, dict]] = {}
+    changed = [b for b in builds if b.slug not in kept]
     for b in builds:
-        if b.slug in kept:
-            if b.name in latest_names:
-                boards[b.name] = _board_from_download(out_dir / "builds" / b.slug / "missing.json")
-            continue
-        # one read of the build; every page's numbers come from it
-        data = BuildRows(b.name, list(queries.latest_rows(store, b.name, ROW_COLUMNS)))
-        by_suite = data.summary_by(queries, "suite")
-        # every test has exactly one suite, so the per-suite breakdowns add up to the build's
-        b.summary = merge_breakdowns(b.name, by_suite.values())
-        index.add(b.slug, data.rows)
-        # rows come unsorted (no ORDER BY on the big read); the few model rows are
-        # written in test id order, as iter_outcomes used to deliver them
-        index.models.get(b.slug, []).sort(key=attrgetter("test_id"))
-        build_page.render(site, b, _by_rows(by_suite), _by_rows(data.summary_by(queries, "file")), generated)
-        matrix.render(site, b, data.op_matrix(queries), generated)
-        if first_missing is None:
-            first_missing = queries.first_missing_builds(store)
-        boards[b.name] = data.leaderboard(queries, first_missing)
-        missing.render_build(site, b, boards[b.name], slugs, generated)
-        current = data.latest_map()
-        if b.baseline is not None:
-            previous = maps.get(b.group)
-            if previous is not None and previous[0] == b.baseline.name:
-                d = diff_from_maps(queries, b.baseline.name, previous[1], b.name, current)
-            else:   # the baseline was kept from the last run: ask the store
-                d = queries.diff(store, b.baseline.name, b.name)
-            if hasattr(queries, "flaky_tests"):
-                d["flaky"] = [f for f in queries.flaky_tests(store, b.name) if f.get("flaky")]
-            diff_page.render(site, b, d, generated)
-        maps[b.group] = (b.name, current)
-        del data
+        if b.slug in kept and b.name in latest_names:
+            boards[b.name] = _board_from_download(out_dir / "builds" / b.slug / "missing.json")
+    if changed:
+        first_missing = queries.first_missing_builds(store)
+        size = sum(int(rows[b.name].get("results") or 0) for b in changed)
+        for run in parallel.render_all(store, queries, site, changed, generated, first_missing, slugs, size):
+            positions = None   # a worker sends a build's test ids only when they differ from its previous build's
+            for r in run:
+                with no_cyclic_gc():
+                    positions = index.add_encoded(slugs[r.name], r.encoded, positions)
+                boards[r.name] = r.board
 
     # 3. site-wide pages
     missing.render(site, builds, boards, slugs, generated)
     models.render(site, index.models, latest, generated)
-    search.render(site, index, builds, generated)
+    with no_cyclic_gc():   # the index holds every test id: collections would walk them over and over
+        search.render(site, index, builds, generated)
     home_page = home.render(site, builds, generated)
     cache.write_manifest(marker, {b.name: {"key": keys[b.name], "slug": b.slug, "summary": b.summary}
                                   for b in builds if keys[b.name]})

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 from dataclasses import dataclass, field
+from operator import methodcaller
 from pathlib import Path
 
 # A spreadsheet would run a cell that starts with one of these as a formula;
@@ -47,6 +48,33 @@ def _csv_cell(value):
     return value
 
 
+_PLAIN_TYPES = frozenset({int, float, bool, type(None)})
+
+
+def _csv_rows(rows: list[list]) -> list:
+    """Rows with ``_csv_cell`` applied, column by column: a column of numbers, or of
+    strings none of which starts like a formula, is passed through untouched (the
+    checks run as C-level maps; big tables are mostly such columns)."""
+    if not rows:
+        return rows
+    width = max(map(len, rows))
+    if min(map(len, rows)) != width:
+        return [[_csv_cell(v) for v in row] for row in rows]
+    columns = list(zip(*rows))
+    changed = False
+    for j, col in enumerate(columns):
+        types = set(map(type, col))
+        if types <= _PLAIN_TYPES:
+            continue
+        if types <= _PLAIN_TYPES | {str}:
+            strings = [v for v in col if type(v) is str] if types - {str} else col
+            if not any(map(methodcaller("startswith", _FORMULA_START), strings)):
+                continue
+        columns[j] = list(map(_csv_cell, col))
+        changed = True
+    return list(zip(*columns)) if changed else rows
+
+
 def write_downloads(root: Path, table: Table) -> None:
     json_file = root / table.json_path
     json_file.parent.mkdir(parents=True, exist_ok=True)
@@ -54,6 +82,5 @@ def write_downloads(root: Path, table: Table) -> None:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(table.columns)
-    for row in table.rows:
-        writer.writerow([_csv_cell(v) for v in row])
+    writer.writerows(_csv_rows(table.rows))
     (root / table.csv_path).write_text(buf.getvalue(), encoding="utf-8")

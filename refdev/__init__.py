@@ -88,12 +88,18 @@ def load() -> str:
         ext.init(devices, traits["float64_as_float32"], traits["copies_noncontiguous"],
                  os.environ.get(TRACE_ENV) == "1")
         ext.register_ops(resolved.implemented_computed, resolved.fallback)
+        unsupported = traits["unsupported_dtypes"]
+        ext.set_traits(resolved.profile.name, [torch.empty(0, dtype=getattr(torch, d)) for d in unsupported],
+                       list(unsupported), resolved.overloads_of(traits["leaks_ops"]))
         from torchconform.refdev import device as device_module
 
         torch._register_device_module(name, device_module)
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
+        from torchconform.refdev import compile as refdev_compile
+
+        refdev_compile.register(resolved.profile.name, traits["compile_placeholder_ops"])
         _loaded = _Loaded(name, ext, resolved, devices)
         return name
 
@@ -152,6 +158,11 @@ def copy_counts() -> dict[str, int]:
 def reset_copy_counts() -> None:
     if _loaded:
         _loaded.ext.copy_counts(True)
+
+
+def leak_counts() -> dict[str, int]:
+    """leaks_ops trait: workspaces retained per operator (never reset: a leak stays)."""
+    return dict(_extension().leak_counts()) if _loaded else {}
 
 
 def call_counts(reset: bool = False) -> dict[str, int]:

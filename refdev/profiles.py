@@ -70,7 +70,16 @@ _COMPOSITE_KEYS = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFun
 _KEYS = {"name", "description", "missing", "fallback", "always_on", "traits"}
 _MISSING_KEYS = {"share_percent", "salt", "ops"}
 _FALLBACK_KEYS = {"ops"}
-TRAITS = {"float64_as_float32": False, "copies_noncontiguous": False}
+# Boolean traits and list traits (defaults).  List traits:
+#   unsupported_dtypes:      dtypes the device cannot hold; allocating one raises
+#                            "<device> does not support dtype X (profile P)" in C++
+#   compile_placeholder_ops: operators the "compiler" of torch.compile(backend="refdev")
+#                            cannot lower: graphs with them compile without device
+#                            execution and return zero-filled placeholders, with a warning
+#   leaks_ops:               operators whose kernel retains one device allocation per call
+TRAITS = {"float64_as_float32": False, "copies_noncontiguous": False,
+          "unsupported_dtypes": [], "compile_placeholder_ops": [], "leaks_ops": []}
+_LIST_TRAITS = ("unsupported_dtypes", "compile_placeholder_ops", "leaks_ops")
 _OP_NAME = re.compile(r"^aten::[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$")
 
 
@@ -84,7 +93,7 @@ class Profile:
     missing_ops: list[str] = field(default_factory=list)
     fallback_ops: list[str] = field(default_factory=list)
     always_on: list[str] = field(default_factory=list)
-    traits: dict = field(default_factory=lambda: dict(TRAITS))
+    traits: dict = field(default_factory=lambda: {k: (list(v) if isinstance(v, list) else v) for k, v in TRAITS.items()})
 
 
 def available() -> list[str]:
@@ -118,6 +127,20 @@ def _op_list(path: str, value, where: str) -> list[str]:
     return list(value)
 
 
+def _dtype_list(path: str, value) -> list[str]:
+    """torch dtype names (complex64, float16...), validated against torch."""
+    import torch
+
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _bad(path, "'traits.unsupported_dtypes' must be a list of dtype names like complex64")
+    for v in value:
+        if not isinstance(getattr(torch, v, None), torch.dtype):
+            raise _bad(path, f"'traits.unsupported_dtypes' entry {v!r} is not a torch dtype name like complex64")
+    return list(value)
+
+
 def load_profile(name_or_path: str | None = None) -> Profile:
     """Read and validate a profile by shipped name or YAML path."""
     path = profile_path(name_or_path or os.environ.get("TORCHCONFORM_REFDEV_PROFILE") or DEFAULT_PROFILE)
@@ -144,16 +167,21 @@ def load_profile(name_or_path: str | None = None) -> Profile:
     share = missing.get("share_percent", 0)
     if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 <= share <= 100:
         raise _bad(path, "'missing.share_percent' must be a number from 0 to 100")
-    traits = dict(TRAITS)
+    traits = {k: (list(v) if isinstance(v, list) else v) for k, v in TRAITS.items()}
     raw_traits = data.get("traits") or {}
     if not isinstance(raw_traits, dict):
         raise _bad(path, "'traits' must be a mapping")
     for key, value in raw_traits.items():
         if key not in TRAITS:
             raise _bad(path, f"unknown trait {key!r}; known: {', '.join(TRAITS)}")
-        if not isinstance(value, bool):
+        if key == "unsupported_dtypes":
+            traits[key] = _dtype_list(path, value)
+        elif key in _LIST_TRAITS:
+            traits[key] = _op_list(path, value, f"traits.{key}")
+        elif not isinstance(value, bool):
             raise _bad(path, f"trait {key!r} must be true or false")
-        traits[key] = value
+        else:
+            traits[key] = value
     return Profile(
         name=str(data.get("name") or os.path.splitext(os.path.basename(path))[0]),
         path=path,
@@ -231,6 +259,11 @@ class Resolved:
     implemented: list[str]
     fallback: list[str]
     missing: list[str]
+
+    def overloads_of(self, entries) -> list[str]:
+        """Implemented or fallback overloads named by ``entries`` (aten::X = every overload)."""
+        wanted = set(entries)
+        return [op for op in self.implemented + self.fallback if _matches(op, wanted)]
 
     @property
     def implemented_computed(self) -> list[str]:

@@ -33,7 +33,7 @@ GENERIC_FALLBACK = [
 
 _KNOWN_KEYS = {
     "name", "device", "backend_module", "setup", "compile_backend", "backend_names",
-    "missing_op_patterns", "fallback_patterns", "unsupported_dtype_patterns",
+    "missing_op_patterns", "fallback_patterns", "unsupported_dtype_patterns", "not_executed_patterns",
     "fallback_counter", "fallback_reset", "dtype_policy", "worker_env", "env", "description",
 }
 
@@ -53,6 +53,9 @@ class BackendProfile:
     missing_op_patterns: list[str] = field(default_factory=list)
     fallback_patterns: list[str] = field(default_factory=list)
     unsupported_dtype_patterns: list[str] = field(default_factory=list)
+    # Messages (warnings or errors) saying a compiled function returned placeholder
+    # outputs without running on the device: skip_backend/not_executed, never a pass.
+    not_executed_patterns: list[str] = field(default_factory=list)
     fallback_counter: str = ""         # "module:function" -> {op: count}
     fallback_reset: str = ""           # "module:function"
     # {"unsupported": [dtype, ...], "downcast": {from: to}}: unsupported dtypes
@@ -67,6 +70,7 @@ class BackendProfile:
         self._missing = [re.compile(p) for p in GENERIC_MISSING_OP + list(self.missing_op_patterns)]
         self._fallback = [re.compile(p) for p in GENERIC_FALLBACK + list(self.fallback_patterns)]
         self._dtype = [re.compile(p) for p in self.unsupported_dtype_patterns]
+        self._not_executed = [re.compile(p) for p in self.not_executed_patterns]
         self._names = {n.lower() for n in self.backend_names}
 
     # -- recognisers -------------------------------------------------------
@@ -106,6 +110,9 @@ class BackendProfile:
 
     def matches_unsupported_dtype(self, text: str) -> bool:
         return any(rx.search(text or "") for rx in self._dtype)
+
+    def matches_not_executed(self, text: str) -> bool:
+        return any(rx.search(text or "") for rx in self._not_executed)
 
     @property
     def unsupported_dtypes(self) -> set[str]:
@@ -154,13 +161,13 @@ def load_profile(name_or_path: str | os.PathLike) -> BackendProfile:
     if not data.get("device"):
         raise UserError(f"backend profile {path}: missing 'device'; name the torch device type, e.g. device: refdev")
     data.setdefault("name", path.parent.name)
-    for key in ("missing_op_patterns", "fallback_patterns", "unsupported_dtype_patterns"):
+    for key in ("missing_op_patterns", "fallback_patterns", "unsupported_dtype_patterns", "not_executed_patterns"):
         for pattern in data.get(key) or []:
             try:
                 rx = re.compile(pattern)
             except re.error as exc:
                 raise UserError(f"backend profile {path}: bad regex in {key}: {pattern!r} ({exc}); fix the pattern")
-            if key != "unsupported_dtype_patterns" and "op" not in rx.groupindex:
+            if key in ("missing_op_patterns", "fallback_patterns") and "op" not in rx.groupindex:
                 raise UserError(f"backend profile {path}: {key} pattern {pattern!r} needs a (?P<op>...) group")
         data[key] = list(data.get(key) or [])
     for key in ("backend_names",):

@@ -20,6 +20,12 @@ def test_load_is_idempotent(dev):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool, torch.complex64])
 def test_round_trip(dev, dtype):
     cpu = torch.testing.make_tensor((4, 5), dtype=dtype, device="cpu")
+    name = str(dtype).replace("torch.", "")
+    if name in refdev.describe()["traits"]["unsupported_dtypes"]:
+        # the profile's device cannot hold this dtype (young-backend: no complex numbers)
+        with pytest.raises(RuntimeError, match=f"does not support dtype {name} "):
+            cpu.to(dev)
+        return
     moved = cpu.to(dev)
     assert moved.device.type == dev
     back = moved.cpu()

@@ -60,17 +60,18 @@ def build_matrix(matrix: list[dict]) -> tuple[dict, Table]:
     state_index = {s: i for i, s in enumerate(STATE_ORDER)}
     pivot: dict[tuple, list] = {}
     table = Table("", ["op", "variant", "dtype", "state", *COUNT_NAMES], title="Operator matrix")
-    for r in sorted(matrix, key=lambda r: (r.get("op") or "", _variant_key(r.get("variant") or ""), r.get("dtype") or "")):
+    vkey = {v: _variant_key(v) for v in variants}
+    for r in sorted(matrix, key=lambda r: (r.get("op") or "", vkey[r.get("variant") or ""], r.get("dtype") or "")):
         op, variant, dtype = r.get("op") or "", r.get("variant") or "", r.get("dtype") or ""
         if not op:
             continue
-        counts, kinds = cell_counts(r)
-        state = cell_state(counts, kinds)
-        numbers = [*(counts[o] for o in OUTCOMES), *(kinds[k] for k in BACKEND_SKIP_KINDS)]
+        numbers = _numbers(r)
+        counts = dict(zip(OUTCOMES, numbers))
+        state = cell_state(counts, dict(zip(BACKEND_SKIP_KINDS, numbers[_N_OUTCOMES:])))
         table.rows.append([op, variant, dtype, state, *numbers])
         entry = pivot.setdefault((op, variant), [op, variant, [0] * len(dtypes)])
         passed = counts["pass"] + counts["pass_fallback"]
-        run = sum(counts.values()) - counts["skip_eligibility"]
+        run = sum(numbers[:_N_OUTCOMES]) - counts["skip_eligibility"]
         entry[2][col[dtype]] = [state_index[state], passed, run, numbers]
     data = {
         "dtypes": dtypes, "variants": variants, "counts": list(COUNT_NAMES),
@@ -78,6 +79,41 @@ def build_matrix(matrix: list[dict]) -> tuple[dict, Table]:
         "rows": list(pivot.values()),
     }
     return data, table
+
+
+_COUNT_AT = {o: i for i, o in enumerate(OUTCOMES)}
+_KIND_AT = {k: len(OUTCOMES) + i for i, k in enumerate(BACKEND_SKIP_KINDS)}
+_N_OUTCOMES = len(OUTCOMES)
+
+
+def cells_from_counts(counts: dict, skip_suite: str) -> list[dict]:
+    """op_matrix-shaped cells (as ``queries.matrix_cells`` makes them) from
+    {(suite, op, variant, dtype, outcome, kind): tests}, leaving ``skip_suite`` out.
+
+    The cells carry their numbers as one list in COUNT_NAMES order (``numbers``),
+    which ``build_matrix`` takes as is; no per-outcome dicts are built."""
+    cells: dict[tuple, list] = {}
+    for (suite, op, variant, dtype, outcome, kind), n in counts.items():
+        if not op or suite == skip_suite:
+            continue
+        numbers = cells.get((op, variant, dtype))
+        if numbers is None:
+            numbers = cells[(op, variant, dtype)] = [0] * len(COUNT_NAMES)
+        at = _COUNT_AT.get(outcome)
+        if at is not None:
+            numbers[at] += n
+        # matrix_cells counts kinds of skip_backend results only
+        if outcome == "skip_backend" and kind in _KIND_AT:
+            numbers[_KIND_AT[kind]] += n
+    return [{"op": k[0], "variant": k[1], "dtype": k[2], "numbers": cells[k]} for k in sorted(cells)]
+
+
+def _numbers(row: dict) -> list:
+    numbers = row.get("numbers")
+    if numbers is not None:
+        return numbers
+    counts, kinds = cell_counts(row)
+    return [*(counts[o] for o in OUTCOMES), *(kinds[k] for k in BACKEND_SKIP_KINDS)]
 
 
 def render(site, build: BuildInfo, matrix: list[dict], generated: str):

@@ -11,12 +11,15 @@ build's string.  The same files let the next run reuse a build unchanged
 from __future__ import annotations
 
 import json
+from collections import namedtuple
+from dataclasses import dataclass
+from operator import attrgetter, itemgetter
 from pathlib import Path
 
 import numpy as np
 
 from torchconform.collectors.outcome import Outcome
-from torchconform.dashboard.model import BuildInfo
+from torchconform.dashboard.model import ROW_COLUMNS, BuildInfo
 from torchconform.dashboard.styles import ABSENT_CODE, CODE_LABELS, outcome_code
 
 _ABSENT = ord(ABSENT_CODE)
@@ -35,6 +38,49 @@ def read_data_file(path: Path):
     text = path.read_text(encoding="utf-8")
     start = text.index(",") + 1
     return json.loads(text[start:text.rindex(");")].replace("<\\/", "</"))
+
+
+# The model-zoo rows a build keeps for the models page and its search data.
+ModelRow = namedtuple("ModelRow", "test_id op outcome variant kind missing_op message name")
+# Where encode_rows finds each field in a row: BuildRows' ROW_COLUMNS, or the tuples ``add`` makes.
+_ROW_AT = {c: ROW_COLUMNS.index(c) for c in ("test_id", "suite", "op", "variant", "outcome", "kind",
+                                            "missing_op", "message", "name")}
+_OUTCOME_AT = {c: i for i, c in enumerate(("test_id", "suite", "op", "variant", "outcome", "kind",
+                                           "missing_op", "message", "name"))}
+_MISSING = ord("M")
+
+
+class _Codes(dict):
+    """(outcome, kind) -> byte of its code, filled on first use (an unknown outcome still raises)."""
+    def __missing__(self, key):
+        code = self[key] = ord(outcome_code(*key))
+        return code
+
+
+_CODES = _Codes()
+
+
+@dataclass
+class EncodedBuild:
+    """One build's search data, position-free so a worker process can make it:
+    test ids in row order (None: same as the previous build the worker encoded),
+    one code byte per row, {row index: missing operator}, model-zoo rows by test id."""
+    ids: list | None
+    codes: bytes
+    missing: dict
+    models: list
+
+
+def encode_rows(rows: list, at: dict = _ROW_AT, previous_ids: list | None = None) -> EncodedBuild:
+    """Encode rows (ROW_COLUMNS tuples by default); the per-row work is C-level maps."""
+    tid, suite, outcome, kind, mop = (at[c] for c in ("test_id", "suite", "outcome", "kind", "missing_op"))
+    ids = list(map(itemgetter(tid), rows))
+    codes = bytes(map(_CODES.__getitem__, zip(map(itemgetter(outcome), rows), map(itemgetter(kind), rows))))
+    flagged = np.flatnonzero(np.frombuffer(codes, dtype=np.uint8) == _MISSING).tolist()
+    missing = {k: rows[k][mop] for k in flagged if rows[k][mop]}
+    models = sorted((ModelRow(*(r[at[f]] for f in ModelRow._fields)) for r in rows if r[suite] == "models"),
+                    key=attrgetter("test_id"))
+    return EncodedBuild(None if previous_ids is not None and ids == previous_ids else ids, codes, missing, models)
 
 
 class SearchIndex:
@@ -57,19 +103,27 @@ class SearchIndex:
 
     def add(self, slug: str, outcomes) -> None:
         """Record one build's outcomes (Outcome-like objects) read from the store."""
-        position, pos, codes, missing, models = self._position, [], bytearray(), {}, []
-        for o in outcomes:
-            i = position(o.test_id)
-            code = outcome_code(o.outcome, o.kind)
-            pos.append(i)
-            codes.append(ord(code))
-            if code == "M" and o.missing_op:
-                missing[i] = o.missing_op
-            if o.suite == "models":
-                models.append(o)
-        self.builds[slug] = (np.asarray(pos, dtype=np.int64), np.frombuffer(bytes(codes), dtype=np.uint8))
-        self.missing[slug] = missing
-        self.models[slug] = models
+        rows = [(o.test_id, o.suite, o.op, o.variant, o.outcome, o.kind, o.missing_op, o.message,
+                 getattr(o, "name", "")) for o in outcomes]
+        self.add_encoded(slug, encode_rows(rows, _OUTCOME_AT))
+
+    def add_encoded(self, slug: str, enc: "EncodedBuild", same_as: np.ndarray | None = None) -> np.ndarray:
+        """Record a build encoded by ``encode_rows`` (possibly in a worker process).
+
+        ``same_as``: the positions of the previous build encoded by the same
+        worker, used when ``enc.ids`` is None (same test ids in the same order).
+        Returns this build's positions, for the next one."""
+        if enc.ids is None:
+            pos = same_as
+        else:
+            found = list(map(self.index.get, enc.ids))
+            if None in found:   # tests not seen in any earlier build get the next positions
+                found = [i if i is not None else self._position(t) for i, t in zip(found, enc.ids)]
+            pos = np.asarray(found, dtype=np.int64)
+        self.builds[slug] = (pos, np.frombuffer(enc.codes, dtype=np.uint8))
+        self.missing[slug] = {int(pos[k]): op for k, op in enc.missing.items()}
+        self.models[slug] = enc.models
+        return pos
 
     # -- reuse of a previous run's files --------------------------------------------------
     def read_previous(self, out_dir: Path) -> bool:

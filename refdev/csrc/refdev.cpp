@@ -274,7 +274,27 @@ struct AliasMap {
 
 static inline bool is_ours(const at::Tensor& t) { return t.defined() && t.device().type() == kDev; }
 
+// unsupported_dtypes trait: dtypes the device cannot hold (Neuron has no complex
+// numbers).  Every way a device tensor comes into being checks it: allocation,
+// a computed result adopted as device memory, and view_as_complex.
+static std::string g_profile_name = "full";
+static std::mutex g_dtype_mu;
+static std::unordered_map<int, std::string> g_unsupported_dtypes;  // ScalarType -> torch name
+
+static void check_dtype(at::ScalarType t) {
+  std::string name;
+  {
+    std::lock_guard<std::mutex> lock(g_dtype_mu);
+    auto it = g_unsupported_dtypes.find(static_cast<int>(t));
+    if (it == g_unsupported_dtypes.end()) return;
+    name = it->second;
+  }
+  TORCH_CHECK(false, c10::get_privateuse1_backend(), " does not support dtype ", name, " (profile ", g_profile_name,
+              ")");
+}
+
 static at::Tensor make_device_tensor(c10::Storage storage, const at::Tensor& like_cpu) {
+  check_dtype(like_cpu.scalar_type());
   auto out = at::detail::make_tensor<c10::TensorImpl>(
       std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), like_cpu.dtype());
   out.unsafeGetTensorImpl()->set_sizes_and_strides(like_cpu.sizes(), like_cpu.strides(),
@@ -289,6 +309,7 @@ static at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::S
                                       std::optional<bool>, std::optional<at::MemoryFormat> memory_format) {
   int dev = device && device->has_index() ? device->index() : t_current;
   check_index(dev);
+  check_dtype(c10::dtype_or_default(dtype));
   return at::detail::empty_generic(size, device_allocator(dev), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
 }
@@ -297,6 +318,7 @@ static at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, 
                                 std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>) {
   int dev = device && device->has_index() ? device->index() : t_current;
   check_index(dev);
+  check_dtype(c10::dtype_or_default(dtype));
   return at::detail::empty_strided_generic(size, stride, device_allocator(dev),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
@@ -344,6 +366,11 @@ static at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor&
   return copy_from(self, dst, false);
 }
 
+static at::Tensor view_as_complex(const at::Tensor& self) {
+  check_dtype(c10::toComplexType(self.scalar_type()));
+  return at::native::view_as_complex(self);
+}
+
 static c10::Scalar local_scalar_dense(const at::Tensor& self) {
   AliasMap amap;
   return at::_local_scalar_dense(amap.alias(self));
@@ -357,7 +384,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("unfold", TORCH_FN(at::native::unfold));
   m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
-  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  m.impl("view_as_complex", TORCH_FN(view_as_complex));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
@@ -393,6 +420,11 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 
 // ---------------------------------------------------------------------------
 // The boxed CPU-compute kernel, registered per operator from the profile.
+static std::string op_label(const c10::OperatorHandle& op) {
+  const auto& n = op.operator_name();
+  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+}
+
 static std::mutex g_count_mu;
 static std::unordered_map<std::string, int64_t> g_fallback_counts;
 static std::unordered_map<std::string, int64_t> g_copy_counts;
@@ -400,12 +432,24 @@ static std::unordered_map<std::string, int64_t> g_call_counts;  // only when tra
 static std::unordered_set<c10::OperatorName> g_fallback_ops;
 static bool g_trace = false;
 static bool g_f64_as_f32 = false;
+
+// leaks_ops trait: a kernel that forgets to free a workspace.  Each call of
+// such an operator allocates kLeakBytes on the device and keeps the DataPtr in
+// a per-device list that nothing releases (not empty_cache, not a counter
+// reset), so memory_allocated() stays up, as with a real leaking kernel.
+constexpr size_t kLeakBytes = 4096;
+static std::unordered_set<c10::OperatorName> g_leak_ops;
+static std::vector<c10::DataPtr> g_leaks[kMaxDevices];
+static std::unordered_map<std::string, int64_t> g_leak_counts;
+
+static void leak_workspace(const c10::OperatorHandle& op, int dev) {
+  auto dp = device_allocator(dev)->allocate(kLeakBytes);
+  std::lock_guard<std::mutex> lock(g_count_mu);
+  g_leaks[dev].push_back(std::move(dp));
+  ++g_leak_counts[op_label(op)];
+}
 static bool g_copies_noncontiguous = false;
 
-static std::string op_label(const c10::OperatorHandle& op) {
-  const auto& n = op.operator_name();
-  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
-}
 
 static void bump(std::unordered_map<std::string, int64_t>& m, const std::string& k) {
   std::lock_guard<std::mutex> lock(g_count_mu);
@@ -535,6 +579,7 @@ static void compute_as(const c10::OperatorHandle& op, const c10::OperatorHandle&
     if (g_f64_as_f32) round_f64(w.cpu);
     sync_written(w);
   }
+  if (!g_leak_ops.empty() && g_leak_ops.count(op.operator_name())) leak_workspace(op, dev);
 
   // Returns: an out/in-place argument comes back as the caller's device tensor;
   // a view of a device input becomes a device view; anything new is adopted.
@@ -632,6 +677,35 @@ static void register_ops(const std::vector<std::string>& implemented, const std:
   }
 }
 
+static c10::OperatorName parse_op(const std::string& n) {
+  // "aten::sort.values_stable" -> OperatorName("aten::sort", "values_stable")
+  auto full = n.rfind("aten::", 0) == 0 ? n : "aten::" + n;
+  auto dot = full.find('.');
+  return c10::OperatorName(dot == std::string::npos ? full : full.substr(0, dot),
+                           dot == std::string::npos ? "" : full.substr(dot + 1));
+}
+
+// Profile traits that are lists: dtypes as (empty CPU tensor of that dtype,
+// torch name) pairs, leaking operators as full overload names.
+static void set_traits(const std::string& profile, const std::vector<at::Tensor>& dtypes,
+                       const std::vector<std::string>& dtype_names, const std::vector<std::string>& leak_ops) {
+  TORCH_CHECK(dtypes.size() == dtype_names.size(), "set_traits: one name per dtype");
+  {
+    std::lock_guard<std::mutex> lock(g_dtype_mu);
+    g_profile_name = profile;
+    g_unsupported_dtypes.clear();
+    for (size_t i = 0; i < dtypes.size(); ++i)
+      g_unsupported_dtypes[static_cast<int>(dtypes[i].scalar_type())] = dtype_names[i];
+  }
+  g_leak_ops.clear();
+  for (const auto& n : leak_ops) g_leak_ops.insert(parse_op(n));
+}
+
+static int64_t leaked_bytes(int i) {
+  std::lock_guard<std::mutex> lock(g_count_mu);
+  return static_cast<int64_t>(g_leaks[i].size() * kLeakBytes);
+}
+
 static void init(int count, bool f64_as_f32, bool copies_noncontiguous, bool trace) {
   TORCH_CHECK(count >= 1 && count <= kMaxDevices, "device count must be 1..", kMaxDevices, ", got ", count);
   g_device_count = count;
@@ -691,4 +765,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fallback_counts", [](bool reset) { return snapshot(g_fallback_counts, reset); });
   m.def("copy_counts", [](bool reset) { return snapshot(g_copy_counts, reset); });
   m.def("call_counts", [](bool reset) { return snapshot(g_call_counts, reset); });
+  m.def("set_traits", &set_traits);
+  m.def("leaked_bytes", [](int i) { check_index(i); return leaked_bytes(i); });
+  // Never resets: a leak stays visible for the life of the process.
+  m.def("leak_counts", [] { return snapshot(g_leak_counts, false); });
 }

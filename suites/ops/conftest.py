@@ -42,14 +42,30 @@ def device_memory_check(request):
     if after is not None and after > before:
         # Only now pay for a full collection: compiled graphs may hold constants
         # on purpose and cycles may hold tensors until collected.
+        import torch
         import torch._dynamo
 
         torch._dynamo.reset()
         gc.collect()
         after = _allocated(device_type)
     if after is not None and after > before:
+        report_fn = getattr(getattr(torch, device_type, None), "leak_report", None)
+        detail = report_fn() if callable(report_fn) else ""
         raise AssertionError(f"device memory leak: {after - before} bytes of {device_type} memory still allocated "
-                             f"after the test ({before} before)")
+                             f"after the test ({before} before)" + (f"; {detail}" if detail else ""))
+
+
+def pytest_collection_modifyitems(config, items):
+    """The selection's per-op dtype rule (complex64 only for a few ops in quick)."""
+    from torchconform.suites.ops.selection import keep_test
+
+    device_type = os.environ.get("TORCHCONFORM_DEVICE") or "cpu"
+    kept, dropped = [], []
+    for item in items:
+        (kept if keep_test(item.name, device_type) else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.hookimpl(wrapper=True)

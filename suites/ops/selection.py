@@ -12,7 +12,12 @@ fixed rule, so its numbers are comparable from build to build:
   convolution / pooling / normalisation / activation / loss from
   ``nn.functional``, special functions, creation and conversion);
 * dtypes: ``float32`` for every variant, plus ``float64`` and ``int64``
-  for ``compare_cpu`` (one wider float, one integer), where the op supports them;
+  for ``compare_cpu`` (one wider float, one integer), where the op supports them,
+  plus ``complex64`` for ``compare_cpu`` of the few ops in :data:`QUICK_COMPLEX_OPS`
+  (``add``, ``mul``, ``abs``, ``exp``, ``matmul``, ``sum``): young backends often
+  lack complex numbers (Neuron does), and a device that refuses the dtype shows
+  up as ``skip_backend/unsupported_dtype``; other ops' complex64 tests are
+  deselected (:func:`keep_test`), so the run's time hardly changes;
 * every variant of the suite, with ``compile_compare_cpu`` on float32 only.
 
 The list is chosen by category, not by a device's results: it deliberately
@@ -50,6 +55,8 @@ QUICK_OPS = {
 }
 
 QUICK_EXTRA_COMPARE_DTYPES = (torch.float64, torch.int64)
+QUICK_COMPLEX_DTYPE = torch.complex64
+QUICK_COMPLEX_OPS = ("add", "mul", "abs", "exp", "matmul", "sum")
 QUICK_DTYPE = torch.float32
 VARIANTS = ("compare_cpu", "compare_cpu_grad", "out", "noncontiguous_samples", "compile_compare_cpu")
 
@@ -87,5 +94,21 @@ def allowed_dtypes(variant: str):
     if selection_name() == "full":
         return None
     if variant == "compare_cpu":
-        return (QUICK_DTYPE, *QUICK_EXTRA_COMPARE_DTYPES)
+        return (QUICK_DTYPE, *QUICK_EXTRA_COMPARE_DTYPES, QUICK_COMPLEX_DTYPE)
     return (QUICK_DTYPE,)
+
+
+def keep_test(test_name: str, device_type: str) -> bool:
+    """Quick rule for complex64: only ``compare_cpu`` of :data:`QUICK_COMPLEX_OPS`.
+
+    ``test_name`` is PyTorch's generated name,
+    ``test_<variant>_<op formatted name>_<device>_<dtype>``."""
+    if selection_name() == "full":
+        return True
+    dtype = str(QUICK_COMPLEX_DTYPE).replace("torch.", "")
+    suffix = f"_{device_type}_{dtype}"
+    if not test_name.endswith(suffix):
+        return True
+    prefix = "test_compare_cpu_"
+    op = test_name[len(prefix):-len(suffix)] if test_name.startswith(prefix) else ""
+    return op in {n.replace(".", "_") for n in QUICK_COMPLEX_OPS}

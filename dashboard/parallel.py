@@ -1,0 +1,83 @@
+"""Render changed builds in worker processes: builds are independent apart from
+the search index and the baseline diffs, so each worker takes a contiguous run
+of builds (per_build.render_builds) and returns only small derived results.
+
+Workers are forked: they inherit the query module (the benchmark's timed one
+too) and the build list, and open their own connection to the store by URL.
+Where forking is unavailable, or the store cannot be reopened by URL (an
+in-memory SQLite database), or there is one build to render, everything runs
+in the calling process; so does a small site (under MIN_RESULTS outcomes to
+read), where forking costs more than it saves.  ``TORCHCONFORM_SITE_WORKERS``
+sets the number of workers whatever the size (1: no worker processes).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+from torchconform.dashboard.per_build import render_builds
+from torchconform.dashboard.render import Site
+
+MAX_WORKERS = 4
+MIN_RESULTS = 100_000
+# What a forked worker inherits from the parent (set just before forking).
+_JOB: dict = {}
+
+
+def worker_count(n_builds: int, store_url: str, results: int) -> int:
+    env = os.environ.get("TORCHCONFORM_SITE_WORKERS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        wanted = int(env)
+    elif results < MIN_RESULTS:
+        return 1
+    else:
+        wanted = min(os.cpu_count() or 1, MAX_WORKERS)
+    if "fork" not in multiprocessing.get_all_start_methods() or not store_url or ":memory:" in store_url \
+            or store_url.rstrip("/") in ("sqlite:", "sqlite:/", "sqlite://"):
+        return 1
+    return max(1, min(wanted, n_builds))
+
+
+def split(builds: list, parts: int) -> list[list]:
+    """Contiguous runs of nearly equal length (a run reuses its own baseline maps)."""
+    size, extra = divmod(len(builds), parts)
+    runs, start = [], 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        runs.append(builds[start:end])
+        start = end
+    return [r for r in runs if r]
+
+
+def _work(index: int):
+    from torchconform.db.store import open_store
+
+    job = _JOB
+    site = Site(job["out_dir"], job["base_url"])
+    with open_store(job["url"], create=False, check_schema=False) as store:
+        return render_builds(store, job["queries"], site, job["runs"][index], job["generated"],
+                             job["first_missing"], job["slugs"])
+
+
+def render_all(store, queries, site: Site, builds: list, generated: str, first_missing: dict,
+               slugs: dict[str, str], results: int = 0) -> list[list]:
+    """Results of ``builds`` as runs of per_build.BuildResult, in build order; sets every build's summary.
+    ``results``: how many stored results the builds hold (list_builds), to decide on workers."""
+    workers = worker_count(len(builds), getattr(store, "url", ""), results)
+    if workers == 1:
+        return [render_builds(store, queries, site, builds, generated, first_missing, slugs)]
+    runs = split(builds, workers)
+    _JOB.update(url=store.url, queries=queries, out_dir=site.out_dir, base_url=site.base_url,
+                generated=generated, first_missing=first_missing, slugs=slugs, runs=runs)
+    try:
+        with multiprocessing.get_context("fork").Pool(len(runs)) as pool:
+            results = pool.map(_work, range(len(runs)), chunksize=1)
+            pool.close()
+            pool.join()
+    finally:
+        _JOB.clear()
+    by_name = {b.name: b for b in builds}
+    for run in results:
+        for r in run:
+            by_name[r.name].summary = r.summary
+    return results

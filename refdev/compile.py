@@ -1,0 +1,96 @@
+"""refdev's own ``torch.compile`` backend, named ``refdev``: ``aot_eager`` underneath.
+
+It emulates a young backend's graph compiler (Neuron's compiles a graph ahead of
+time and can do so without an attached device).  For operators listed in the
+profile trait ``compile_placeholder_ops`` the "compiler cannot lower" the
+graph: the compiled function then never executes on the device, returns
+zero-filled placeholder tensors of the right shape, dtype, stride and device,
+and warns with :data:`PLACEHOLDER_WARNING` in its text.  Such a result must never
+count as a pass; the runner recognises the warning through the backend
+profile's ``not_executed_patterns`` (skip_backend/not_executed).  Graphs
+without those operators run exactly as under ``aot_eager``.
+"""
+from __future__ import annotations
+
+import warnings
+
+BACKEND_NAME = "refdev"
+# Fixed text the backend profile's not_executed_patterns recognise.
+PLACEHOLDER_WARNING = "compiled without device execution; outputs are placeholders"
+
+_state = {"profile": "", "ops": ()}
+
+
+def _base(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def _op_name(target) -> str:
+    """``aten::atan2.default`` style name of an FX node target, or "" for non-aten targets."""
+    import torch
+
+    if isinstance(target, torch._ops.OpOverload):
+        ns, _, rest = target.name().partition("::")
+        return f"{ns}::{rest}" if ns else ""
+    return ""
+
+
+def placeholder_ops_in(gm) -> list[str]:
+    """Operators of ``gm`` (an aten-level FX graph) that the profile says cannot be lowered."""
+    wanted = set(_state["ops"])
+    found = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = _op_name(node.target)
+        if name and (name in wanted or _base(name) in wanted) and _base(name) not in found:
+            found.append(_base(name))
+    return found
+
+
+def _placeholder(value):
+    """A zero-filled tensor shaped like the fake output ``value`` (other values unchanged)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(tuple(value.shape), tuple(value.stride()), dtype=value.dtype,
+                                   device=value.device).zero_()
+    return value
+
+
+def _compiler(fx_g, example_inputs):
+    from torch._dynamo.backends.debugging import boxed_nop
+
+    ops = placeholder_ops_in(fx_g)
+    if not ops:
+        return boxed_nop(fx_g, example_inputs)
+    output = next(n for n in fx_g.graph.nodes if n.op == "output")
+    results = output.args[0]
+    fakes = [r.meta.get("val") if hasattr(r, "meta") else r for r in results]
+    message = (f"refdev (profile {_state['profile']}): graph with {', '.join(ops)} {PLACEHOLDER_WARNING} "
+               "(zero-filled), not computed results")
+
+    def run(args):
+        args.clear()  # boxed calling convention: the callee owns and frees the inputs
+        warnings.warn(message, UserWarning, stacklevel=2)
+        return [_placeholder(v) for v in fakes]
+
+    run._boxed_call = True
+    return run
+
+
+def refdev_backend(gm, example_inputs, **kwargs):
+    """torch.compile backend: aot_eager, with placeholder outputs for graphs the profile cannot lower."""
+    from torch._dynamo.backends.debugging import aot_eager
+
+    return aot_eager(gm, example_inputs, fw_compiler=_compiler, bw_compiler=_compiler, **kwargs)
+
+
+def register(profile: str, placeholder_ops) -> None:
+    """Register the ``refdev`` backend once per process (the profile may be set again)."""
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
+    _state["profile"] = profile
+    _state["ops"] = tuple(placeholder_ops)
+    if BACKEND_NAME not in _COMPILER_FNS:
+        register_backend(compiler_fn=refdev_backend, name=BACKEND_NAME)

@@ -104,7 +104,7 @@ def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", *suite_args, "-p", "no:cacheprovider",
            "--tc-device", args.device, "--tc-profile", profile.path, "--tc-build", build,
            "--tc-suite", args.suite, "--tc-selection", args.selection, "--tc-jsonl", jsonl,
-           "--tc-timeout", f"{args.timeout:g}", "-q", "--tb=line", "-o", "console_output_style=count",
+           "--tc-timeout", f"{args.timeout:g}", "-q", "--tb=line", "-rN", "-o", "console_output_style=count",
            "-W", "ignore::DeprecationWarning", "-o", "addopts="]
     workers = (os.cpu_count() or 1) if args.workers is None else args.workers
     if workers < 0:
@@ -203,6 +203,9 @@ def run_command(args) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
+        # pytest's own closing line counts a missing operator as a failure; say which numbers to read.
+        print("torchconform's classification (pytest's own counts above treat backend skips as failures):",
+              file=sys.stderr)
         print(format_breakdown(result))
         print(f"outcome records: {jsonl}" + (f"; stored in {mask_password(db)}" if db else ""))
     # Test failures are results, not errors of the run; anything else is reported as is.

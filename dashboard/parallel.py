@@ -35,6 +35,8 @@ def worker_count(n_builds: int, store_url: str, results: int) -> int:
     if "fork" not in multiprocessing.get_all_start_methods() or not store_url or ":memory:" in store_url \
             or store_url.rstrip("/") in ("sqlite:", "sqlite:/", "sqlite://"):
         return 1
+    if multiprocessing.current_process().daemon:   # a pool worker itself may not start processes
+        return 1
     return max(1, min(wanted, n_builds))
 
 
@@ -71,13 +73,13 @@ def render_all(store, queries, site: Site, builds: list, generated: str, first_m
                 generated=generated, first_missing=first_missing, slugs=slugs, runs=runs)
     try:
         with multiprocessing.get_context("fork").Pool(len(runs)) as pool:
-            results = pool.map(_work, range(len(runs)), chunksize=1)
+            done = pool.map(_work, range(len(runs)), chunksize=1)
             pool.close()
             pool.join()
     finally:
         _JOB.clear()
     by_name = {b.name: b for b in builds}
-    for run in results:
+    for run in done:
         for r in run:
             by_name[r.name].summary = r.summary
-    return results
+    return done

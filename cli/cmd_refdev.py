@@ -2,6 +2,15 @@
 import json
 
 
+def _trait_text(value) -> str:
+    """Switches read on/off; list traits (unsupported dtypes, leaking ops...) show their values."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(str, value)) + "]" if value else "[]"
+    return str(value)
+
+
 def _describe(args) -> int:
     from torchconform import refdev
 
@@ -14,7 +23,7 @@ def _describe(args) -> int:
     print(f"implemented {len(info['implemented'])}")
     print(f"fallback    {len(info['fallback'])}: {', '.join(info['fallback']) or '-'}")
     print(f"missing     {len(info['missing'])}")
-    traits = ", ".join(f"{k}={'on' if v else 'off'}" for k, v in info["traits"].items())
+    traits = ", ".join(f"{k}={_trait_text(v)}" for k, v in info["traits"].items())
     print(f"traits      {traits}")
     if args.list:
         for key in ("implemented", "fallback", "missing"):

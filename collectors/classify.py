@@ -142,7 +142,7 @@ def _matching_line(text: str, matches) -> str:
     placeholder), else the headline."""
     for line in text.splitlines():
         if matches(line):
-            return bound_message(line.lstrip("E").strip())
+            return bound_message(re.sub(r"^E\s+", "", line).strip())
     return _headline(text)
 
 

@@ -132,3 +132,20 @@ print(json.dumps(out))
     device, values, messages = out["placeholder"]
     assert device == "refdev" and values == [0.0, 0.0, 0.0]
     assert any("compiled without device execution; outputs are placeholders" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("traits,needle", [
+    ("{unsupported_dtypes: [complex32x]}", "'complex32x' is not a torch dtype name"),
+    ("{unsupported_dtypes: complex64}", "must be a list of dtype names"),
+    ("{compile_placeholder_ops: [atan2]}", "'atan2' is not an operator name"),
+    ("{leaks_ops: [aten::flip, 3]}", "'traits.leaks_ops' must be a list"),
+])
+def test_bad_list_traits_are_user_errors(tmp_path, traits, needle):
+    from torchconform.errors import UserError
+    from torchconform.refdev import profiles
+
+    path = tmp_path / "p.yaml"
+    path.write_text(f"name: p\ntraits: {traits}\n")
+    with pytest.raises(UserError, match="fix the file") as info:
+        profiles.load_profile(str(path))
+    assert needle in str(info.value) and "\n" not in str(info.value)

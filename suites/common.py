@@ -67,6 +67,19 @@ def tensors_in(x) -> list[torch.Tensor]:
     return []
 
 
+
+def scalar_loss(outputs):
+    """Sum of every output tensor that requires grad (complex ones through their real view):
+    one scalar to differentiate, so gradients can be compared with CPU.  None when nothing
+    requires grad."""
+    total = None
+    for t in tensors_in(outputs):
+        if not t.requires_grad:
+            continue
+        part = torch.view_as_real(t).sum() if t.is_complex() else t.sum()
+        total = part if total is None else total + part
+    return total
+
 def comparison_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype whose tolerances apply: the profile may document a downcast
     (Neuron runs float64 as float32), so compare at the precision it promises."""

@@ -25,7 +25,7 @@ from torch.testing._internal.common_device_type import instantiate_device_type_t
 from torch.testing._internal.common_modules import module_db, modules
 from torch.testing._internal.common_utils import TestCase, run_tests
 
-from torchconform.suites.common import missing_op_guard, name_device_test_base, tensors_in, to_cpu, tolerances
+from torchconform.suites.common import missing_op_guard, name_device_test_base, scalar_loss, tensors_in, to_cpu, tolerances
 from torchconform.suites.modules.selection import allowed_dtypes, select_modules
 
 _MODULES = select_modules(module_db)
@@ -51,14 +51,6 @@ def _copy_to(x, device):
     return x
 
 
-def _loss(outputs):
-    total = None
-    for t in tensors_in(outputs):
-        if not t.requires_grad:
-            continue
-        part = torch.view_as_real(t).sum() if t.is_complex() else t.sum()
-        total = part if total is None else total + part
-    return total
 
 
 def _has_uninitialized(module) -> bool:
@@ -107,7 +99,7 @@ class TestModule(TestCase):
                          msg=lambda m: f"forward output of {module_info.name} differs from CPU: {m}")
         if not (dtype.is_floating_point or dtype.is_complex):
             return True
-        cpu_loss, dev_loss = _loss(expected), _loss(actual)
+        cpu_loss, dev_loss = scalar_loss(expected), scalar_loss(actual)
         if cpu_loss is None or dev_loss is None:
             return True
         cpu_leaves = [t for t in tensors_in([cpu_args, cpu_kwargs]) if t.requires_grad] + list(m_cpu.parameters())

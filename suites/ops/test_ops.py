@@ -33,7 +33,7 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 from torchconform.collectors.classify import NOT_EXECUTED_PREFIX
 from torchconform.collectors.notes import compile_note, note
 from torchconform.suites.common import (
-    active_profile, check_executed, compile_backend, cpu_leaf, missing_op_guard, name_device_test_base, tensors_in, to_cpu,
+    active_profile, check_executed, compile_backend, cpu_leaf, missing_op_guard, name_device_test_base, scalar_loss, tensors_in, to_cpu,
     tolerances,
 )
 from torchconform.suites.ops.selection import allowed_dtypes, select_ops
@@ -67,14 +67,6 @@ def _empty_out_like(x, device):
     raise unittest.SkipTest(f"out= variant returns {type(x).__name__}, not tensors")
 
 
-def _as_loss(outputs):
-    total = None
-    for t in tensors_in(outputs):
-        if not t.requires_grad:
-            continue
-        part = torch.view_as_real(t).sum() if t.is_complex() else t.sum()
-        total = part if total is None else total + part
-    return total
 
 
 def _check_not_placeholder(caught):
@@ -127,7 +119,7 @@ class TestCommon(TestCase):
                 if not idx:
                     continue
                 try:
-                    cpu_loss = _as_loss(cpu_sample.output_process_fn_grad(
+                    cpu_loss = scalar_loss(cpu_sample.output_process_fn_grad(
                         op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)))
                     if cpu_loss is None:
                         continue
@@ -135,7 +127,7 @@ class TestCommon(TestCase):
                 except Exception as exc:
                     self._cpu_failures.append(type(exc).__name__)
                     continue
-                loss = _as_loss(sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs)))
+                loss = scalar_loss(sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs)))
                 actual = torch.autograd.grad(loss, [dev_all[i] for i in idx], allow_unused=True)
                 self.assertEqual(to_cpu(list(actual)), list(expected), **tolerances(dtype))
                 ran += 1

@@ -5,12 +5,17 @@
 Prints:
 - wall time of the selection with 1 and with 2 local workers, and the speedup
   (target >= 1.8x on 2 cores);
-- the same models run one after another in this process (no workers, no
-  store), and the per-model overhead of isolation: (1-worker wall - worker
-  start-up - in-process wall) / models, as a fraction of the in-process
-  per-model time (target <= 10 %).  Worker start-up (importing torch and
-  transformers, bringing the device up) is paid once per worker, not per
-  model, so it is measured and shown separately.
+- the same sweep with no worker: the same driver and store writes, the
+  models run one after another in one fresh process set up like a worker
+  (threads, backend, device string), and the per-model overhead of
+  isolation: (1-worker wall - worker start-up - in-process wall) / models,
+  as a fraction of the in-process per-model time (target <= 10 %).  Worker
+  start-up (importing torch and transformers, bringing the device up) is
+  paid once per worker, not per model, so it is measured and shown
+  separately.  The baseline runs in a fresh process, not in this one, so it
+  pays the same first-use costs as a worker (each model's lazy imports,
+  dynamo's first compile); the controller side's one-off imports are paid
+  before any timing, in both.
 """
 from __future__ import annotations
 
@@ -39,22 +44,78 @@ def _sweep(selection, device, variants, workers, compile_backend, db):
     return time.perf_counter() - start, report
 
 
-def _in_process(selection, device, variants, compile_backend):
-    import torch
+class _InlineEngine:
+    """The baseline: the same models run one after another in this process, no worker.
 
-    from torchconform.skiplists.profile import load_profile
-    from torchconform.suites.models import backend, catalog
-    from torchconform.suites.models.check import run_model
-    from torchconform.sweep.driver import resolve_profile
+    Set up exactly like a sweep worker (thread count, backend, device string,
+    a first tensor on the device), so the only difference left is the isolation."""
+    name = "inline"
+
+    def __init__(self, settings):
+        import torch
+
+        from torchconform.skiplists.profile import load_profile
+        from torchconform.suites.models import backend
+        from torchconform.sweep.worker import device_string
+
+        self.profile = load_profile(settings.profile)
+        torch.set_num_threads(max(1, settings.threads))
+        backend.prepare(self.profile)
+        self.device = device_string(settings, 0, self.profile.worker_env)
+        torch.empty(1, device=self.device)
+
+    def run(self, tasks, settings, on_result) -> None:
+        from torchconform.suites.models.check import run_model
+        from torchconform.sweep.protocol import TaskResult
+
+        for task in tasks:
+            start = time.monotonic()
+            outcomes = run_model(task.model_id, self.device, self.profile,
+                                 variants=tuple(task.variants or settings.variants),
+                                 compile_backend=settings.compile_backend or None, seed=settings.seed)
+            on_result(TaskResult(model_id=task.model_id, outcomes=outcomes, worker="inline",
+                                 seconds=time.monotonic() - start))
+
+
+def _warm_driver(device, selection, db):
+    """Pay the once-per-process costs of the sweep's controller side (importing torch,
+    transformers, the store; creating a database) before anything is timed: they are
+    neither per model nor part of the isolation."""
+    from torchconform.config import db_url
+    from torchconform.db.store import open_store
+    from torchconform.suites.models import catalog
+    from torchconform.sweep.driver import device_count, resolve_profile
 
     profile, device = resolve_profile(device, "")
-    torch.set_num_threads(1)  # as each sweep worker does
-    backend.prepare(profile)
-    ids = catalog.select(selection)
-    start = time.perf_counter()
-    for model_id in ids:
-        run_model(model_id, device, profile, variants=variants, compile_backend=compile_backend or None)
-    return time.perf_counter() - start, len(ids)
+    device_count(profile, device)
+    catalog.select(selection)
+    open_store(db_url(db)).close()
+
+
+def _in_process_child(conn, selection, device, variants, compile_backend, tmp):
+    """Runs in a fresh process, like a worker, so that first-use costs (lazy imports of
+    each model's module, dynamo's first compile) are paid here exactly as in a worker."""
+    from torchconform.sweep import driver
+    from torchconform.sweep.protocol import Settings
+
+    _warm_driver(device, selection, os.path.join(tmp, "warm-inproc.db"))
+    profile, dev = driver.resolve_profile(device, "")
+    engine = _InlineEngine(Settings(device=dev, profile=profile.path or profile.name))
+    driver.make_engine = lambda opts, prof, device: engine  # same driver, same store writes
+    took, report = _sweep(selection, device, variants, "inproc", compile_backend, os.path.join(tmp, "inproc.db"))
+    conn.send((took, report.ran))
+
+
+def _in_process(selection, device, variants, compile_backend, tmp):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_in_process_child, args=(child, selection, device, variants, compile_backend, tmp))
+    proc.start()
+    took, n = parent.recv()
+    proc.join(30)
+    return took, n
 
 
 def _startup(device):
@@ -93,6 +154,7 @@ def main(argv=None) -> int:
         # Warm caches (the device extension build, Python bytecode) so no run pays them.
         _startup(args.device)
         startup = min(_startup(args.device) for _ in range(2))
+        _warm_driver(args.device, args.selection, os.path.join(tmp, "warm.db"))
         load_before = os.getloadavg()[0]
         cpu0 = _cpu()
         one, report = _sweep(args.selection, args.device, variants, 1, args.compile_backend,
@@ -101,8 +163,8 @@ def main(argv=None) -> int:
         two, _ = _sweep(args.selection, args.device, variants, 2, args.compile_backend,
                         os.path.join(tmp, "two.db"))
         cpu2 = _cpu()
-    inproc, n = _in_process(args.selection, args.device, variants, args.compile_backend)
-    cpu3 = _cpu()
+        inproc, n = _in_process(args.selection, args.device, variants, args.compile_backend, tmp)
+        cpu3 = _cpu()
     cpu_one, cpu_two, cpu_in = cpu1 - cpu0, cpu2 - cpu1, cpu3 - cpu2
 
     speedup = one / two

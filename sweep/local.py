@@ -58,6 +58,7 @@ class LocalEngine:
         self.devices = max(1, devices)
         self._ctx = multiprocessing.get_context("spawn")  # no forked copies of a live device runtime
         self.replaced = 0
+        self._queue: deque = deque()     # tasks not yet handed to a worker
 
     # -- worker lifecycle ----------------------------------------------------------
     def _spawn(self, slot: _Slot, settings: Settings) -> None:
@@ -80,6 +81,7 @@ class LocalEngine:
     # -- the controller loop -------------------------------------------------------------
     def run(self, tasks, settings: Settings, on_result) -> None:
         queue = deque(tasks)
+        self._queue = queue
         if not queue:
             return
         n = min(self.workers, len(queue))
@@ -168,13 +170,18 @@ class LocalEngine:
                 slot.outcomes.append(outcome)
                 slot.done.add(outcome.variant)
             elif kind == "done":
-                self._finish(slot, on_result, slot.outcomes)
+                self._finish(slot, settings, on_result, slot.outcomes)
         return ""
 
-    def _finish(self, slot: _Slot, on_result, outcomes: list) -> None:
+    def _finish(self, slot: _Slot, settings: Settings, on_result, outcomes: list) -> None:
         result = TaskResult(model_id=slot.task.model_id, outcomes=list(outcomes), worker=slot.name,
                             seconds=time.monotonic() - slot.started)
         slot.task, slot.current, slot.done, slot.outcomes = None, "", set(), []
+        # Hand a live worker its next model before storing this one: the store
+        # write (a committed transaction) then overlaps the next model instead
+        # of leaving the worker idle.  A dead or killed worker gets nothing here.
+        if self._queue and slot.ready and slot.proc is not None and slot.proc.is_alive():
+            self._assign(slot, self._queue.popleft(), settings)
         on_result(result)
 
     def _worker_died(self, slot: _Slot, settings: Settings, on_result, respawn: bool) -> None:
@@ -183,7 +190,7 @@ class LocalEngine:
             lost = failures.crash(slot.task.model_id, slot.variants, slot.done, slot.current,
                                   slot.device or settings.device,
                                   slot.name, text, time.monotonic() - slot.started)
-            self._finish(slot, on_result, slot.outcomes + lost)
+            self._finish(slot, settings, on_result, slot.outcomes + lost)
         self._replace(slot, settings, respawn)
 
     def _timed_out(self, slot: _Slot, settings: Settings, on_result, respawn: bool) -> None:
@@ -191,7 +198,7 @@ class LocalEngine:
         lost = failures.timeout(slot.task.model_id, slot.variants, slot.done, slot.current,
                                 slot.device or settings.device,
                                 settings.timeout, time.monotonic() - slot.started)
-        self._finish(slot, on_result, slot.outcomes + lost)
+        self._finish(slot, settings, on_result, slot.outcomes + lost)
         self._replace(slot, settings, respawn)
 
     def _replace(self, slot: _Slot, settings: Settings, respawn: bool) -> None:

@@ -53,6 +53,7 @@ class WorkerPlugin:
         self._fallback_counts = _resolve(self.profile.fallback_counter)
         self._fallback_reset = _resolve(self.profile.fallback_reset)
         self._fallback_seen: dict[str, list[str]] = {}
+        self._reset_warned = False
         self._info: dict[str, dict] = {}
         self.skiplist = None
 
@@ -83,8 +84,12 @@ class WorkerPlugin:
         if self._fallback_reset is not None:
             try:
                 self._fallback_reset()
-            except Exception:
-                pass
+            except Exception as exc:  # noqa: BLE001 - the backend's own hook failed
+                # Stale counts would mark the next test pass_fallback wrongly: say so, once.
+                if not self._reset_warned:
+                    self._reset_warned = True
+                    warnings.warn(f"torchconform: the profile's fallback_reset failed ({exc!r}); "
+                                  "fallback evidence may carry over between tests")
         notes.clear()
         self.watchdog.arm(item.nodeid)
         try:

@@ -40,7 +40,7 @@ def _is_in_bad_fork() -> bool:
 
 
 def _lazy_init() -> None:
-    pass
+    """PyTorch calls this before first use of a device module; refdev is ready once loaded."""
 
 
 def device_count() -> int:

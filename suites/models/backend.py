@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import warnings
 
 _prepared: set[str] = set()
 
@@ -44,5 +45,7 @@ def reset_fallback_counts(profile) -> None:
     if profile.fallback_reset:
         try:
             _call(profile.fallback_reset)
-        except Exception:
-            pass
+        except Exception as exc:  # noqa: BLE001 - the backend's own hook failed
+            # Stale counts would mark the next model pass_fallback wrongly: say so.
+            warnings.warn(f"torchconform: the profile's fallback_reset failed ({exc!r}); "
+                          "fallback evidence may carry over between models")

@@ -54,6 +54,15 @@ def _cpu_reference(test, op, cpu_sample):
         return None
 
 
+
+def _samples_with_cpu_reference(test, op, device, dtype):
+    """(device sample, its CPU copy, the CPU result) for every sample PyTorch can compute on CPU."""
+    for sample in op.sample_inputs(device, dtype, requires_grad=False):
+        cpu_sample = _to_cpu_sample(sample)
+        expected = _cpu_reference(test, op, cpu_sample)
+        if expected is not None:
+            yield sample, cpu_sample, expected
+
 def _no_sample_ran(test):
     kinds = ", ".join(sorted(set(test._cpu_failures))) or "no samples"
     raise unittest.SkipTest(f"no sample input could be computed on CPU ({kinds}); nothing to compare")
@@ -92,11 +101,7 @@ class TestCommon(TestCase):
     def test_compare_cpu(self, device, dtype, op):
         ran = 0
         with missing_op_guard(self):
-            for sample in op.sample_inputs(device, dtype, requires_grad=False):
-                cpu_sample = _to_cpu_sample(sample)
-                expected = _cpu_reference(self, op, cpu_sample)
-                if expected is None:
-                    continue
+            for sample, cpu_sample, expected in _samples_with_cpu_reference(self, op, device, dtype):
                 actual = op(sample.input, *sample.args, **sample.kwargs)
                 actual = sample.output_process_fn_grad(actual)
                 expected = cpu_sample.output_process_fn_grad(expected)
@@ -139,11 +144,7 @@ class TestCommon(TestCase):
         if not op.supports_out:
             raise unittest.SkipTest("Skipped! Op doesn't support out= kwarg.")
         with missing_op_guard(self):
-            for sample in op.sample_inputs(device, dtype, requires_grad=False):
-                cpu_sample = _to_cpu_sample(sample)
-                expected = _cpu_reference(self, op, cpu_sample)
-                if expected is None:
-                    continue
+            for sample, cpu_sample, expected in _samples_with_cpu_reference(self, op, device, dtype):
                 out = _empty_out_like(expected, device)
                 op(sample.input, *sample.args, out=out, **sample.kwargs)
                 self.assertEqual(to_cpu(out), expected, **tolerances(dtype))
@@ -154,11 +155,7 @@ class TestCommon(TestCase):
     def test_noncontiguous_samples(self, device, dtype, op):
         ran = 0
         with missing_op_guard(self):
-            for sample in op.sample_inputs(device, dtype, requires_grad=False):
-                cpu_sample = _to_cpu_sample(sample)
-                expected = _cpu_reference(self, op, cpu_sample)
-                if expected is None:
-                    continue
+            for sample, cpu_sample, expected in _samples_with_cpu_reference(self, op, device, dtype):
                 nc = sample.noncontiguous()
                 actual = nc.output_process_fn_grad(op(nc.input, *nc.args, **nc.kwargs))
                 self.assertEqual(to_cpu(actual), cpu_sample.output_process_fn_grad(expected), **tolerances(dtype))
@@ -173,11 +170,7 @@ class TestCommon(TestCase):
 
         backend = compile_backend()
         with missing_op_guard(self):
-            for sample in op.sample_inputs(device, dtype, requires_grad=False):
-                cpu_sample = _to_cpu_sample(sample)
-                expected = _cpu_reference(self, op, cpu_sample)
-                if expected is None:
-                    continue
+            for sample, cpu_sample, expected in _samples_with_cpu_reference(self, op, device, dtype):
                 torch._dynamo.reset()
                 counters.clear()
 

@@ -113,21 +113,12 @@ def synthetic_outcomes(n: int = SEED_TOTAL, seed: int = 0, drift: float = 0.0, s
 
 
 def write_junit_file(path: str, outcomes: list[Outcome], build: str = "synthetic", suite: str = "ops") -> None:
-    """JUnit XML with the runner's testcase elements (tc.* properties), written
-    compactly and streamed: the runner's sink pretty-prints, which only adds bytes."""
-    import xml.etree.ElementTree as ET
-    from torchconform.collectors.sink_junit import testcase_element
+    """JUnit XML exactly as the runner's sink writes it (tc.* properties)."""
+    from torchconform.collectors.sink_junit import write_junit_stream
 
     with open(path, "w", encoding="utf-8") as out:
-        out.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>')
-        out.write(f'<testsuite name="torchconform.{suite}" tests="{len(outcomes)}"><properties>'
-                  f'<property name="tc.run.build" value="{build}" /><property name="tc.run.suite" value="{suite}" />'
-                  '<property name="tc.run.device" value="refdev" /><property name="tc.run.profile" value="young-backend" />'
-                  '</properties>\n')
-        for o in outcomes:
-            out.write(ET.tostring(testcase_element(o), encoding="unicode"))
-            out.write("\n")
-        out.write("</testsuite></testsuites>\n")
+        write_junit_stream(out, {"build": build, "suite": suite, "device": "refdev", "profile": "young-backend"},
+                           outcomes)
 
 
 def write_plain_junit_file(path: str, outcomes: list[Outcome]) -> None:

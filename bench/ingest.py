@@ -39,13 +39,15 @@ def child_ingest(xml: str, url: str, build: str) -> dict:
     from torchconform.db.store import open_store
 
     t0 = time.perf_counter()
-    n = sum(1 for _ in JunitReader(xml).outcomes())
+    n = sum(1 for _ in JunitReader(xml).records())  # what ingest parses (also warms the page cache)
     parse_s = time.perf_counter() - t0
     base_mb = _peak_mb()
     store = open_store(url)
     t1, c1 = time.perf_counter(), time.process_time()
     ingest(store, [xml], build)
     total_s, total_cpu = time.perf_counter() - t1, time.process_time() - c1
+    # the parsing process's CPU (ingest parses big files in a child, see db/ingest.py)
+    total_cpu += sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])
     store.close()
     return {"outcomes": n, "parse_s": parse_s, "ingest_s": total_s, "ingest_cpu": total_cpu,
             "peak_mb": _peak_mb(), "parse_peak_mb": base_mb}
@@ -170,13 +172,15 @@ def main(argv=None) -> int:
 
     print(f"\nresults store benchmark: {args.n} outcomes per build (seed proportions)")
     print(f"  files: runner JUnit {sizes['runner']:.0f} MB, plain pytest JUnit {sizes['plain']:.0f} MB")
-    print("\n  SQLite writes                          wall s   CPU s   vs raw (CPU)")
+    print("\n  SQLite writes                          wall s   CPU s   vs raw (CPU; ingest CPU counts its parsing process)"
+          "  vs raw (wall)")
     print(f"    raw sqlite3.executemany (same rows) {raw['raw_s']:7.2f} {raw['raw_cpu']:7.2f}   1.00x")
     print(f"    Store.add_outcomes (bulk path)      {store_only['store_s']:7.2f} {store_only['store_cpu']:7.2f}   "
           f"{store_only['store_cpu'] / raw['raw_cpu']:.2f}x   (target <= 2x)")
     for label, r in (("runner JUnit", ing_runner), ("plain pytest JUnit", ing_plain)):
         print(f"    ingest {label:<20}         {r['ingest_s']:7.2f} {r['ingest_cpu']:7.2f}   "
-              f"{r['ingest_cpu'] / raw['raw_cpu']:.2f}x   (target <= 2 s; parse+classify alone {r['parse_s']:.2f} s wall)")
+              f"{r['ingest_cpu'] / raw['raw_cpu']:.2f}x   {r['ingest_s'] / raw['raw_s']:.2f}x   "
+              f"(target <= 2 s, <= 2x raw; parse alone {r['parse_s']:.2f} s)")
     print("\n  peak memory of an ingest process (target <= 500 MB)")
     for label, r in (("runner JUnit", ing_runner), ("plain pytest JUnit", ing_plain)):
         print(f"    {label:<20} {r['peak_mb']:7.0f} MB")

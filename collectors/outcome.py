@@ -53,6 +53,17 @@ def bound_message(text: str | None, limit: int = MESSAGE_LIMIT) -> str:
     return ""
 
 
+def check_outcome(outcome: str, kind: str) -> None:
+    """ValueError unless ``outcome``/``kind`` is a valid pair (every record passes this)."""
+    if outcome not in OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}; expected one of {', '.join(OUTCOMES)}")
+    if outcome == SKIP_BACKEND:
+        if kind not in BACKEND_SKIP_KINDS:
+            raise ValueError(f"skip_backend needs a kind from {', '.join(BACKEND_SKIP_KINDS)}, got {kind!r}")
+    elif kind:
+        raise ValueError(f"kind {kind!r} is only meaningful for skip_backend, not {outcome}")
+
+
 @dataclass
 class Outcome:
     test_id: str
@@ -75,12 +86,7 @@ class Outcome:
     attempt: int = 1
 
     def __post_init__(self):
-        if self.outcome not in OUTCOMES:
-            raise ValueError(f"unknown outcome {self.outcome!r}; expected one of {', '.join(OUTCOMES)}")
-        if self.outcome == SKIP_BACKEND and self.kind not in BACKEND_SKIP_KINDS:
-            raise ValueError(f"skip_backend needs a kind from {', '.join(BACKEND_SKIP_KINDS)}, got {self.kind!r}")
-        if self.outcome != SKIP_BACKEND and self.kind:
-            raise ValueError(f"kind {self.kind!r} is only meaningful for skip_backend, not {self.outcome}")
+        check_outcome(self.outcome, self.kind)
         self.message = bound_message(self.message)
 
     def to_dict(self) -> dict:

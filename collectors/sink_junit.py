@@ -4,52 +4,158 @@ Any JUnit reader sees ordinary pass/failure/error/skipped test cases; torchconfo
 ingest reads the ``tc.*`` properties back (documented in docs/classification.md).
 The file is rewritten atomically at every flush, so a killed run still leaves a
 valid file holding what finished.
+
+The encoding is lean on purpose: a nightly build has ~150k test cases and the file
+is parsed again at every ingest, where each XML element costs.  A test case carries
+one property, ``tc``, packing its fields as ``field=value;field=value`` (values
+percent-escape ``%``, ``;`` and ``=``).  The test suite names a default for the
+fields many tests share (``tc.default.<field>``, the most common value), and a test
+case writes a field only where it differs from that default; ``test_id`` is written
+only when it is not the ``file::Class::name`` a reader rebuilds from the test
+case's attributes, and ``attempt`` only when it is not 1.  Readers also accept one
+``tc.<field>`` property per field (the older form).
 """
 from __future__ import annotations
 
+import functools
 import os
+import re
 import socket
 import time
-import xml.etree.ElementTree as ET
+from collections import Counter
+from xml.sax.saxutils import escape, quoteattr
 
 from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, Outcome,
 )
 
-# Property names written per test case (ingest reads these back).
-PROPERTY_FIELDS = (
-    ("tc.outcome", "outcome"), ("tc.kind", "kind"), ("tc.missing_op", "missing_op"),
-    ("tc.fallback_ops", "fallback_ops"), ("tc.skiplist_entry", "skiplist_entry"),
-    ("tc.op", "op"), ("tc.variant", "variant"), ("tc.dtype", "dtype"), ("tc.device", "device"),
-    ("tc.suite", "suite"), ("tc.test_id", "test_id"), ("tc.repro", "repro"), ("tc.attempt", "attempt"),
-)
+# Outcome fields a test case's ``tc`` property carries (ingest reads these back).
+TC_FIELDS = ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "op", "variant", "dtype",
+             "device", "suite", "test_id", "repro", "attempt")
+# Fields the test suite may give a default for: short values that most tests of a run share.
+DEFAULTABLE = ("outcome", "kind", "device", "suite", "variant", "dtype")
+# Run-level properties, written as tc.run.<key> on the test suite.
+RUN_KEYS = ("build", "suite", "selection", "device", "profile", "backend", "shard", "torch_version",
+            "branch", "commit")
+
+# Characters XML 1.0 cannot carry at all (a test's message may hold ANSI colour codes).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
-def _classname(o: Outcome) -> str:
-    mod = o.file[:-3] if o.file.endswith(".py") else o.file
+def _attr(value) -> str:
+    text = str(value)
+    return quoteattr(_NOT_XML.sub("\ufffd", text) if _NOT_XML.search(text) else text)
+
+
+def _text(value) -> str:
+    text = str(value)
+    return escape(_NOT_XML.sub("\ufffd", text) if _NOT_XML.search(text) else text)
+
+
+def classname_of(file: str, cls: str) -> str:
+    """pytest's JUnit classname: the module path, dotted, then the class."""
+    mod = file[:-3] if file.endswith(".py") else file
     mod = mod.replace("/", ".").replace("\\", ".")
-    return f"{mod}.{o.cls}" if o.cls else mod
+    return f"{mod}.{cls}" if cls else mod
 
 
-def testcase_element(o: Outcome) -> ET.Element:
-    tc = ET.Element("testcase", classname=_classname(o), name=o.name or o.test_id,
-                    time=f"{o.duration:.3f}", file=o.file)
-    props = ET.SubElement(tc, "properties")
-    for pname, field in PROPERTY_FIELDS:
+@functools.lru_cache(maxsize=4096)  # a report has few distinct (classname, file) pairs
+def class_part(classname: str, file: str) -> str:
+    """The class inside a JUnit classname: with a file attribute (pytest and the
+    runner write ``<module path>.<Class>``), drop the module part."""
+    if file:
+        module = (file[:-3] if file.endswith(".py") else file).replace("/", ".").replace("\\", ".")
+        if classname == module:
+            return ""
+        if classname.startswith(module + "."):
+            return classname[len(module) + 1:]
+    return classname
+
+
+def test_id_of_case(classname: str, name: str, file: str) -> str:
+    """The test id a JUnit test case names without a ``tc.test_id`` property: with a file
+    attribute pytest's node id (file::Class::name), else the convention classname::name."""
+    if file:
+        return "::".join(p for p in (file, class_part(classname, file), name) if p)
+    return f"{classname}::{name}" if classname else name
+
+
+def suite_defaults(outcomes: list[Outcome]) -> dict[str, str]:
+    """Per DEFAULTABLE field, its most common value, unless that is empty (an empty
+    value is never written anyway): each test holding it saves one property."""
+    defaults = {}
+    for field in DEFAULTABLE:
+        counts = Counter(getattr(o, field) for o in outcomes)
+        if counts:
+            value = counts.most_common(1)[0][0]
+            if value:
+                defaults[field] = value
+    return defaults
+
+
+def encode_tc(fields: list[tuple[str, str]]) -> str:
+    """``field=value;...`` with ``%``, ``;`` and ``=`` percent-escaped in values."""
+    return ";".join(f"{k}={_escape_tc(v)}" for k, v in fields)
+
+
+def _escape_tc(value: str) -> str:
+    if "%" in value or ";" in value or "=" in value:
+        return value.replace("%", "%25").replace(";", "%3B").replace("=", "%3D")
+    return value
+
+
+_TC_SPLIT = re.compile("[;=]")
+
+
+def decode_tc(text: str) -> dict[str, str]:
+    """The fields of a ``tc`` property value (inverse of ``encode_tc``)."""
+    # Values escape ";" and "=", so splitting on both alternates keys and values.
+    parts = _TC_SPLIT.split(text)
+    if len(parts) % 2:
+        raise ValueError(f"malformed tc property {text[:80]!r} (expected field=value;field=value)")
+    if "%" in text:
+        parts = [p.replace("%3B", ";").replace("%3D", "=").replace("%25", "%") for p in parts]
+    return dict(zip(parts[::2], parts[1::2]))
+
+
+def case_fields(o: Outcome, defaults: dict[str, str], classname: str, name: str) -> list[tuple[str, str]]:
+    """The (field, value) pairs test case ``o`` needs on top of the suite's defaults."""
+    props = []
+    for field in TC_FIELDS:
         value = getattr(o, field)
-        if isinstance(value, list):
+        if field in defaults:
+            if value != defaults[field]:
+                props.append((field, value))  # even "", which overrides the default
+            continue
+        if field == "fallback_ops":
             value = ",".join(value)
-        if value not in ("", None, 0) or field == "outcome":
-            ET.SubElement(props, "property", name=pname, value=str(value))
+        elif field == "attempt":
+            value = "" if value in (1, None) else str(value)
+        elif field == "test_id" and value == test_id_of_case(classname, name, o.file):
+            continue
+        if value or field == "outcome":
+            props.append((field, value))
+    return props
+
+
+def testcase_xml(o: Outcome, defaults: dict[str, str]) -> str:
+    """One ``<testcase>`` element as text (one line)."""
+    classname, name = classname_of(o.file, o.cls), o.name or o.test_id
+    parts = [f"<testcase classname={_attr(classname)} name={_attr(name)} time=\"{o.duration:.3f}\""
+             f" file={_attr(o.file)}>"]
+    fields = case_fields(o, defaults, classname, name)
+    if fields:
+        parts.append(f'<properties><property name="tc" value={_attr(encode_tc(fields))} /></properties>')
     if o.outcome == FAIL:
-        ET.SubElement(tc, "failure", message=o.message, type="fail").text = o.message
+        parts.append(f'<failure message={_attr(o.message)} type="fail">{_text(o.message)}</failure>')
     elif o.outcome in (ERROR, CRASH, TIMEOUT):
-        ET.SubElement(tc, "error", message=o.message, type=o.outcome).text = o.message
+        parts.append(f'<error message={_attr(o.message)} type="{o.outcome}">{_text(o.message)}</error>')
     elif o.outcome in (SKIP_ELIGIBILITY, SKIP_BACKEND):
-        ET.SubElement(tc, "skipped", message=o.message, type=o.kind or o.outcome)
+        parts.append(f"<skipped message={_attr(o.message)} type={_attr(o.kind or o.outcome)} />")
     elif o.outcome == XFAIL:
-        ET.SubElement(tc, "skipped", message=o.message, type="pytest.xfail")
-    return tc
+        parts.append(f'<skipped message={_attr(o.message)} type="pytest.xfail" />')
+    parts.append("</testcase>")
+    return "".join(parts)
 
 
 def junit_counts(outcomes: list[Outcome]) -> dict:
@@ -65,21 +171,37 @@ def junit_counts(outcomes: list[Outcome]) -> dict:
     return counts
 
 
-def write_junit(path, run: dict, outcomes: list[Outcome]) -> None:
-    counts = junit_counts(outcomes)
-    root = ET.Element("testsuites")
-    suite = ET.SubElement(root, "testsuite", name=f"torchconform.{run.get('suite') or 'tests'}",
-                          timestamp=str(run.get("start_time", "")), hostname=str(run.get("host") or socket.gethostname()),
-                          time=f"{sum(o.duration for o in outcomes):.3f}", **{k: str(v) for k, v in counts.items()})
-    props = ET.SubElement(suite, "properties")
-    for key in ("build", "suite", "selection", "device", "profile", "shard", "torch_version", "branch", "commit"):
+def write_junit_stream(out, run: dict, outcomes: list[Outcome], suite_name: str | None = None) -> None:
+    """The whole JUnit document for ``outcomes`` (one test suite) to the text stream ``out``."""
+    attrs = {"name": suite_name or f"torchconform.{run.get('suite') or 'tests'}"}
+    if run.get("start_time"):
+        attrs["timestamp"] = str(run["start_time"])
+    if run.get("host"):
+        attrs["hostname"] = str(run["host"])
+    attrs["time"] = f"{sum(o.duration for o in outcomes):.3f}"
+    attrs.update((k, str(v)) for k, v in junit_counts(outcomes).items())
+    out.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n<testsuite '
+              + " ".join(f"{k}={_attr(v)}" for k, v in attrs.items()) + ">\n<properties>\n")
+    for key in RUN_KEYS:
         if run.get(key) not in (None, ""):
-            ET.SubElement(props, "property", name=f"tc.run.{key}", value=str(run[key]))
+            out.write(f'  <property name="tc.run.{key}" value={_attr(run[key])} />\n')
+    defaults = suite_defaults(outcomes)
+    for field, value in defaults.items():
+        out.write(f'  <property name="tc.default.{field}" value={_attr(value)} />\n')
+    out.write("</properties>\n")
     for o in outcomes:
-        suite.append(testcase_element(o))
-    ET.indent(root)
+        out.write(testcase_xml(o, defaults))
+        out.write("\n")
+    out.write("</testsuite>\n</testsuites>\n")
+
+
+def write_junit(path, run: dict, outcomes: list[Outcome]) -> None:
+    """Write the JUnit file atomically (a reader never sees half a file)."""
+    run = dict(run)
+    run.setdefault("host", socket.gethostname())
     tmp = f"{path}.tmp{os.getpid()}"
-    ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
+    with open(tmp, "w", encoding="utf-8") as out:
+        write_junit_stream(out, run, outcomes)
     os.replace(tmp, path)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import xml.etree.ElementTree as ET
 
 from torchconform.collectors.outcome import Outcome
 from torchconform.db import queries
@@ -50,24 +49,9 @@ def _csv(store, build, info, out) -> int:
 
 
 def _junit(store, build, info, out) -> int:
-    from torchconform.collectors.sink_junit import junit_counts, testcase_element
+    from torchconform.collectors.sink_junit import write_junit_stream
 
     outcomes = list(queries.iter_outcomes(store, build))
-    counts = junit_counts(outcomes)
-    out.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n')
-    attrs = {"name": f"torchconform.{build}", "time": f"{sum(o.duration for o in outcomes):.3f}",
-             **{k: str(v) for k, v in counts.items()}}
-    out.write("<testsuite " + " ".join(f'{k}="{_attr(v)}"' for k, v in attrs.items()) + ">\n")
-    out.write("<properties>")
-    for key in ("torch_version", "backend", "device", "profile", "branch", "commit"):
-        if info.get(key):
-            out.write(f'<property name="tc.run.{key}" value="{_attr(info[key])}" />')
-    out.write(f'<property name="tc.run.build" value="{_attr(build)}" /></properties>\n')
-    for o in outcomes:
-        out.write(ET.tostring(testcase_element(o), encoding="unicode") + "\n")
-    out.write("</testsuite>\n</testsuites>\n")
+    run = {key: info.get(key) for key in ("torch_version", "backend", "device", "profile", "branch", "commit")}
+    write_junit_stream(out, {**run, "build": build}, outcomes, suite_name=f"torchconform.{build}")
     return len(outcomes)
-
-
-def _attr(value) -> str:
-    return (str(value).replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;"))

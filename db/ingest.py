@@ -11,186 +11,35 @@ ingest is one transaction: bad input stores nothing.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
+import multiprocessing
 import os
-import xml.etree.ElementTree as ET
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Iterator
 
-from junitparser import TestCase
-
-from torchconform.collectors.classify import classify_text
-from torchconform.collectors.outcome import OUTCOMES, PASS, PASS_FALLBACK, Outcome
+from torchconform.db.junit_reader import JunitReader, parse_junit  # noqa: F401  (the reader's home)
 from torchconform.errors import UserError
 
-PROPERTY_PREFIX = "tc."
-RESULT_TAGS = ("failure", "error", "skipped")
+# Test cases per batch: one add_rows call, and one message from the parsing process.
+BATCH = 10_000
+# Files at least this large (in all) are parsed in a second process while this one
+# writes: parsing and storing cost about the same, so on two cores the ingest takes
+# about half as long.  Smaller inputs are not worth a process.
+PIPELINE_MIN_BYTES = 4 << 20
 
 
-# Outcomes written per add_outcomes call while streaming a file into the store.
-BATCH = 20_000
-CACHE_LIMIT = 50_000
-
-
-def _xml_error(path: str, exc: ET.ParseError) -> UserError:
-    line, col = getattr(exc, "position", (0, 0))
-    reason = str(exc).split(":", 1)[0]
-    return UserError(f"{path}:{line}: malformed or truncated XML ({reason}, column {col}); "
-                     "fix or regenerate the file and ingest again")
-
-
-def _properties(elem) -> dict[str, str]:
-    props = elem.find("properties")
-    if props is None:
-        return {}
-    out = {}
-    for p in props.iter("property"):
-        value = p.get("value")
-        out[p.get("name", "")] = value if value is not None else (p.text or "")
-    return out
-
-
-def _class_part(classname: str, file_: str) -> str:
-    """The class inside a JUnit classname: with a file attribute (pytest and the
-    runner write ``<module path>.<Class>``), drop the module part."""
-    if file_:
-        module = (file_[:-3] if file_.endswith(".py") else file_).replace("/", ".").replace("\\", ".")
-        if classname == module:
-            return ""
-        if classname.startswith(module + "."):
-            return classname[len(module) + 1:]
-    return classname
-
-
-def _case_outcome(case: TestCase, props: dict, profile, suite: str, path: str, cache: dict | None = None) -> Outcome:
-    """One junitparser TestCase -> Outcome (tc.* properties first, else the classifier)."""
-    elem = case._elem
-    classname = case.classname or ""
-    name = case.name or ""
-    try:
-        duration = float(elem.get("time") or 0.0)
-    except ValueError:
-        duration = 0.0
-    # Direct children only: a result is <failure>/<error>/<skipped> right under <testcase>.
-    first = next((child for child in elem if child.tag in RESULT_TAGS), None)
-    message = ""
-    if first is not None:
-        message = first.get("message") or (first.text or "")
-    file_ = elem.get("file") or ""
-    cls = _class_part(classname, file_)
-    # With a file attribute this rebuilds pytest's node id (file::Class::name);
-    # without one, the JUnit convention classname::name.
-    test_id = props.get("tc.test_id") or (
-        "::".join(p for p in (file_, cls, name) if p) if file_ else (f"{classname}::{name}" if classname else name))
-    base = dict(test_id=test_id, suite=suite, file=file_, cls=cls, name=name,
-                op=props.get("tc.op", ""), variant=props.get("tc.variant", ""), dtype=props.get("tc.dtype", ""),
-                device=props.get("tc.device", ""), duration=duration, repro=props.get("tc.repro", ""))
-    outcome = props.get("tc.outcome")
-    if outcome:
-        if outcome not in OUTCOMES:
-            raise UserError(f"{path}: test {test_id!r} has unknown tc.outcome {outcome!r}; "
-                            f"expected one of {', '.join(OUTCOMES)}")
-        fallback = [op for op in props.get("tc.fallback_ops", "").replace(" ", ",").split(",") if op]
-        try:
-            attempt = int(props.get("tc.attempt") or 1)
-            return Outcome(outcome=outcome, kind=props.get("tc.kind", ""), missing_op=props.get("tc.missing_op", ""),
-                           fallback_ops=fallback, skiplist_entry=props.get("tc.skiplist_entry", ""),
-                           message=message, attempt=attempt, **base)
-        except ValueError as exc:
-            raise UserError(f"{path}: test {test_id!r} has inconsistent tc.* properties ({exc}); "
-                            "regenerate the file with the torchconform runner") from None
-    # No torchconform properties: classify from the rendered text like the plugin would.
-    if first is None:
-        status, text, type_name = "passed", "", ""
-    else:
-        status = first.tag
-        type_name = first.get("type") or ""
-        text = "\n".join(t for t in (first.get("message"), first.text) if t)
-    key = (text, status, type_name)
-    verdict = cache.get(key) if cache is not None else None
-    if verdict is None:
-        verdict = classify_text(text, profile, status=status, type_name=type_name)
-        if cache is not None and len(cache) < CACHE_LIMIT:
-            cache[key] = verdict
-    fallback = []
-    if verdict.outcome == PASS and len(elem):
-        # A pass whose captured output shows CPU-fallback warnings passed only through fallback.
-        captured = "\n".join(c.text or "" for c in elem if c.tag in ("system-out", "system-err"))
-        fallback = profile.find_fallback_ops(captured) if captured else []
-    return Outcome(outcome=PASS_FALLBACK if fallback else verdict.outcome, kind=verdict.kind,
-                   missing_op=verdict.missing_op, skiplist_entry=verdict.skiplist_entry,
-                   fallback_ops=fallback, message=verdict.message or message, **base)
-
-
-class JunitReader:
-    """Streams one JUnit XML file: ``outcomes()`` yields Outcome records as the
-    parser meets each <testcase>, whose element is then freed, so a 150k-case
-    file never sits in memory as a tree.  ``suite`` and ``run_properties``
-    (the runner's suite-level ``tc.run.*``) fill in as parsing goes."""
-
-    def __init__(self, path: str, suite: str | None = None, profile=None):
-        if not os.path.isfile(path):
-            raise UserError(f"{path}: no such file; pass the path of a JUnit XML report")
-        if profile is None:
-            from torchconform.skiplists.profile import generic_profile
-            profile = generic_profile()
-        self.path = path
-        self.suite_override = suite
-        self.suite = suite or ""
-        self.profile = profile
-        self.run_properties: dict[str, str] = {}
-        self.count = 0
-        # Skip reasons and dispatcher messages repeat thousands of times in a
-        # report; the classifier is a pure function of its input, so cache it.
-        self._verdicts: dict = {}
-
-    def outcomes(self):
-        suites: list[str] = []   # names of the enclosing <testsuite> elements
-        in_case = 0              # >0 while inside a <testcase>
-        root = None
-        try:
-            for event, elem in ET.iterparse(self.path, events=("start", "end")):
-                tag = elem.tag
-                # <property> is most of a runner report's elements: dismissed first.
-                if tag == "property" and root is not None:
-                    continue
-                if event == "start":
-                    if root is None:
-                        root = tag
-                        if tag not in ("testsuites", "testsuite"):
-                            raise UserError(f"{self.path}: not a JUnit XML report (root element <{tag}>, expected "
-                                            "<testsuites> or <testsuite>); pass a file written by pytest --junitxml "
-                                            "or another JUnit reporter")
-                    if tag == "testsuite":
-                        suites.append(elem.get("name") or "")
-                    elif tag == "testcase":
-                        in_case += 1
-                    continue
-                if tag == "testcase":
-                    in_case -= 1
-                    case = TestCase.fromelem(elem)
-                    props = _properties(elem)
-                    # --suite wins, then the runner's per-test tc.suite, then the suite's name.
-                    suite = self.suite_override or props.get("tc.suite") or self._suite_name(suites)
-                    self.suite = self.suite or suite
-                    yield _case_outcome(case, props, self.profile, suite, self.path, self._verdicts)
-                    self.count += 1
-                    elem.clear()
-                elif tag == "properties" and suites and not in_case:
-                    # the suite's own properties (the runner's tc.run.*), not a test's
-                    for prop in elem.iter("property"):
-                        name = prop.get("name") or ""
-                        if name.startswith("tc.run."):
-                            self.run_properties.setdefault(name[len("tc.run."):], prop.get("value", ""))
-                elif tag == "testsuite":
-                    suites.pop()
-        except ET.ParseError as exc:
-            raise _xml_error(self.path, exc) from None
-
-    def _suite_name(self, suites: list[str]) -> str:
-        return self.run_properties.get("suite") or (suites[0] if suites else "")
-
-
-def parse_junit(path: str, suite: str | None = None, profile=None) -> list[Outcome]:
-    """Every outcome of one JUnit XML file (a list; ``JunitReader`` streams)."""
-    return list(JunitReader(path, suite, profile).outcomes())
+@dataclass
+class Batch:
+    """Up to BATCH parsed test cases of one file, as store rows."""
+    file: int                 # index of the file in the ingest's list
+    suite: str
+    run_properties: dict
+    tests: list[tuple]        # db/store.py test_row layout
+    results: list[tuple]      # db/store.py result_fields layout
+    last: bool                # the file's final batch
 
 
 def ingest(store, paths: list[str], build: str, suite: str | None = None, append: bool = False,
@@ -206,31 +55,123 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
         from torchconform.skiplists.profile import load_profile
         profile = load_profile(profile)
     readers = [JunitReader(p, suite=suite, profile=profile) for p in paths]  # missing files fail first
+    size = sum(os.path.getsize(p) for p in paths)
+    big = sum(os.path.getsize(p) for p in paths) >= PIPELINE_MIN_BYTES
+    batches = ParsedInChild(readers) if big and _can_fork() else parsed_here(readers)
     total = 0
-    with store.write() as conn:
-        store.ensure_build(build, append=append, conn=conn)
-        meta: dict = {}
-        for reader in readers:
+    try:
+        with store.write() as conn, _collector_paused():
+            store.ensure_build(build, append=append, conn=conn)
+            meta: dict = {}
             run_id = None
-            batch: list[Outcome] = []
-            for outcome in reader.outcomes():
-                batch.append(outcome)
-                if len(batch) >= BATCH:
-                    run_id = run_id or _start(store, conn, build, reader, host, command)
-                    total += store.add_outcomes(run_id, batch, conn=conn)
-                    batch = []
-            run_id = run_id or _start(store, conn, build, reader, host, command)
-            total += store.add_outcomes(run_id, batch, conn=conn)
-            store.finish_run(run_id, 0, conn=conn)
-            for key, value in reader.run_properties.items():
-                if key not in ("build", "suite", "selection", "shard"):
-                    meta.setdefault(key, value)
-        if meta:
-            store.ensure_build(build, append=True, conn=conn, **meta)
+            for batch in batches:
+                if run_id is None:
+                    run_id = _start(store, conn, build, paths[batch.file], batch, host, command)
+                total += store.add_rows(run_id, batch.tests, batch.results, conn=conn)
+                if batch.last:
+                    store.finish_run(run_id, 0, conn=conn)
+                    run_id = None
+                    for key, value in batch.run_properties.items():
+                        if key not in ("build", "suite", "selection", "shard"):
+                            meta.setdefault(key, value)
+            if meta:
+                store.ensure_build(build, append=True, conn=conn, **meta)
+    finally:
+        batches.close()  # stops a parsing process still running (an error on this side)
     return {"build": build, "files": len(readers), "outcomes": total}
 
 
-def _start(store, conn, build, reader, host, command) -> int:
-    props = reader.run_properties
-    return store.start_run(build, suite=reader.suite, selection=props.get("selection") or reader.path,
+@contextlib.contextmanager
+def _collector_paused():
+    """A bulk load creates ~20 container objects per test case and no cycles; the
+    cyclic collector would walk them again and again for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _start(store, conn, build, path, batch, host, command) -> int:
+    props = batch.run_properties
+    return store.start_run(build, suite=batch.suite, selection=props.get("selection") or path,
                            shard=props.get("shard", ""), host=host, command=command, conn=conn)
+
+
+def parsed_here(readers: list[JunitReader]) -> Iterator[Batch]:
+    """Every file's test cases as batches of store rows, parsed in this process."""
+    for index, reader in enumerate(readers):
+        tests: list[tuple] = []
+        results: list[tuple] = []
+        for test, result in reader.records():
+            tests.append(test)
+            results.append(result)
+            if len(tests) >= BATCH:
+                yield Batch(index, reader.suite, dict(reader.run_properties), tests, results, False)
+                tests, results = [], []
+        yield Batch(index, reader.suite, dict(reader.run_properties), tests, results, True)
+
+
+def _can_fork() -> bool:
+    # fork: the child inherits the readers (and their profile) without pickling them;
+    # only Linux forks safely after threads/libraries are loaded.
+    return sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1
+
+
+class ParsedInChild:
+    """``parsed_here`` run in a forked process, started at once (so it parses while the
+    caller opens its transaction); iterating yields its batches as they arrive over a
+    pipe, while this process stores the previous ones.  A UserError in the child (bad
+    XML, bad properties) is raised here with the same message.  ``close`` stops the
+    child early (an error on the storing side)."""
+
+    def __init__(self, readers: list[JunitReader]):
+        ctx = multiprocessing.get_context("fork")
+        self._receive, send = ctx.Pipe(duplex=False)
+        self._child = ctx.Process(target=_child_main, args=(readers, send), daemon=True,
+                                  name="torchconform-ingest-parser")
+        self._child.start()
+        send.close()
+
+    def __iter__(self) -> Iterator[Batch]:
+        while True:
+            try:
+                kind, payload = self._receive.recv()
+            except EOFError:
+                self._child.join()
+                raise RuntimeError(f"the ingest parsing process died (exit code {self._child.exitcode}) "
+                                   "before sending every test case") from None
+            if kind == "batch":
+                yield payload
+            elif kind == "done":
+                return
+            elif kind == "user_error":
+                raise UserError(payload)
+            else:
+                raise RuntimeError(f"the ingest parsing process failed:\n{payload}")
+
+    def close(self) -> None:
+        self._receive.close()
+        if self._child.is_alive():
+            self._child.kill()
+        self._child.join()
+
+
+def _child_main(readers, send) -> None:
+    # Short-lived and cycle-free: the collector would only walk the heap inherited
+    # from the parent (touching, and so copying, its pages) for nothing.
+    gc.disable()
+    try:
+        for batch in parsed_here(readers):
+            send.send(("batch", batch))
+        send.send(("done", None))
+    except UserError as exc:
+        send.send(("user_error", str(exc)))
+    except BrokenPipeError:
+        pass  # the storing side stopped (its own error); nothing left to tell it
+    except BaseException:
+        send.send(("crash", traceback.format_exc()))
+    finally:
+        send.close()

@@ -43,6 +43,26 @@ SQLITE_BUSY_TIMEOUT = 120
 LOOKUP_CHUNK = 2000
 
 
+def test_row(o: Outcome) -> tuple:
+    """The ``tests`` row (TEST_COLUMNS) of an outcome."""
+    return (o.test_id, o.suite or "", o.file or "", o.cls or "", o.name or "", o.op or "", o.variant or "",
+            o.dtype or "")
+
+
+def result_fields(o: Outcome) -> tuple:
+    """An outcome's ``results`` row after build_id, run_id and test_pk (RESULT_COLUMNS[3:])."""
+    return (int(o.attempt or 1), o.outcome, o.kind or "", o.missing_op or "", " ".join(o.fallback_ops or ()),
+            o.skiplist_entry or "", o.device or "", float(o.duration or 0.0), o.message or "", o.repro or "")
+
+
+def outcome_from_rows(test: tuple, result: tuple) -> Outcome:
+    """The Outcome a ``test_row``/``result_fields`` pair stands for."""
+    return Outcome(test_id=test[0], suite=test[1], file=test[2], cls=test[3], name=test[4], op=test[5],
+                   variant=test[6], dtype=test[7], attempt=result[0], outcome=result[1], kind=result[2],
+                   missing_op=result[3], fallback_ops=result[4].split(), skiplist_entry=result[5], device=result[6],
+                   duration=result[7], message=result[8], repro=result[9])
+
+
 def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
@@ -165,33 +185,38 @@ class Store:
     def add_outcomes(self, run_id: int, outcomes: Iterable[Outcome], conn: Connection | None = None) -> int:
         """Store a batch of outcomes for ``run_id`` in one transaction; returns how many."""
         outcomes = list(outcomes)
-        if not outcomes:
+        return self.add_rows(run_id, [test_row(o) for o in outcomes], [result_fields(o) for o in outcomes], conn=conn)
+
+    def add_rows(self, run_id: int, test_rows: list[tuple], result_rows: list[tuple],
+                 conn: Connection | None = None) -> int:
+        """``add_outcomes`` for outcomes already flattened by ``test_row``/``result_fields``
+        (pairwise): ingest builds these in a parsing process and sends them over."""
+        if not test_rows:
             return 0
         if conn is None:
             with self.write() as c:
-                return self.add_outcomes(run_id, outcomes, conn=c)
+                return self.add_rows(run_id, test_rows, result_rows, conn=c)
         build_id = conn.execute(select(runs.c.build_id).where(runs.c.id == run_id)).scalar_one_or_none()
         if build_id is None:
             raise UserError(f"unknown run id {run_id}; start a run with Store.start_run first")
-        pks = self._test_pk_map(conn, outcomes)
-        rows = [(build_id, run_id, pks[o.test_id], int(o.attempt or 1), o.outcome, o.kind or "",
-                 o.missing_op or "", " ".join(o.fallback_ops or ()), o.skiplist_entry or "",
-                 o.device or "", float(o.duration or 0.0), o.message or "", o.repro or "")
-                for o in outcomes]
+        pks = self._test_pk_map(conn, test_rows)
+        rows = [(build_id, run_id, pks[t[0]], *r) for t, r in zip(test_rows, result_rows)]
         self._bulk_insert(conn, "results", RESULT_COLUMNS, rows)
         conn.execute(update(runs).where(runs.c.id == run_id).values(n_results=runs.c.n_results + len(rows)))
         return len(rows)
 
-    def _test_pk_map(self, conn: Connection, outcomes: list[Outcome]) -> dict[str, int]:
-        """tests.id for every test id in the batch, inserting the unseen ones."""
-        wanted: dict[str, Outcome] = {}
-        for o in outcomes:
-            if o.test_id not in self._test_pks and o.test_id not in wanted:
-                wanted[o.test_id] = o
+    def _test_pk_map(self, conn: Connection, test_rows: list[tuple]) -> dict[str, int]:
+        """tests.id for every test of the batch (rows from ``test_row``), inserting the unseen ones."""
+        known = self._test_pks
+        wanted: dict[str, tuple] = {}
+        for row in test_rows:
+            if row[0] not in known and row[0] not in wanted:
+                wanted[row[0]] = row
         if not wanted:
-            return self._test_pks
-        rows = [(o.test_id, o.suite or "", o.file or "", o.cls or "", o.name or "", o.op or "",
-                 o.variant or "", o.dtype or "") for o in wanted.values()]
+            return known
+        # Sorted by test id: the unique index on tests.test_id then grows at its end
+        # instead of splitting pages all over (about half the cost of inserting tests).
+        rows = sorted(wanted.values())
         if self.dialect == "postgresql":
             self._pg_upsert_tests(conn, rows)
         else:
@@ -203,7 +228,7 @@ class Store:
             self._bulk_insert(conn, "tests", TEST_COLUMNS, rows, ignore_conflict="test_id")
             if not self._took_next_ids(conn, rows, top, dbapi.total_changes - changes):
                 self._lookup_tests(conn, list(wanted))
-        return self._test_pks
+        return known
 
     def _took_next_ids(self, conn: Connection, rows: list[tuple], top: int, inserted: int) -> bool:
         """SQLite: when every test of the batch was new, the inserts (we hold the write
@@ -354,8 +379,10 @@ def open_store(url: str | None = None, create: bool = True, check_schema: bool =
     store = Store(engine, url)
     try:
         with engine.connect() as conn:
-            revision = migrate.current_revision(conn)
+            # Tables first, then the version: a concurrent creator commits both at once, so
+            # having seen its tables guarantees seeing its version (the other order races).
             has_tables = bool(set(inspect(conn).get_table_names()) & {"builds", "results"})
+            revision = migrate.current_revision(conn)
     except UserError:
         engine.dispose()
         raise

@@ -62,14 +62,19 @@ def test_junit_is_standard_and_carries_properties(fixture_run):
     xml = junitparser.JUnitXml.fromfile(str(junit))
     cases = {c.name: c for s in xml for c in s}
     assert set(cases) == set(EXPECTED)
-    import xml.etree.ElementTree as ET
-    props = {tc.get("name"): {p.get("name"): p.get("value") for p in tc.iter("property")}
-             for tc in ET.parse(junit).getroot().iter("testcase")}
-    assert props["test_missing_op"]["tc.outcome"] == "skip_backend"
-    assert props["test_missing_op"]["tc.kind"] == "missing_op"
-    assert props["test_missing_op"]["tc.missing_op"] == "aten::fx_missing.out"
-    assert props["test_fallback"]["tc.fallback_ops"] == "aten::fx_fallback"
-    assert props["test_pass"]["tc.device"] == "cpu"
+    from torchconform.collectors.sink_junit import decode_tc
+    # junitparser sees the packed tc property of each case and the suite's defaults.
+    suite = next(iter(xml))
+    defaults = {p.name[len("tc.default."):]: p.value for p in suite.properties() if p.name.startswith("tc.default.")}
+    props = {}
+    for name, case in cases.items():
+        packed = [p.get("value") for p in case._elem.iter("property") if p.get("name") == "tc"]
+        props[name] = {**defaults, **(decode_tc(packed[0]) if packed else {})}
+    assert props["test_missing_op"]["outcome"] == "skip_backend"
+    assert props["test_missing_op"]["kind"] == "missing_op"
+    assert props["test_missing_op"]["missing_op"] == "aten::fx_missing.out"
+    assert props["test_fallback"]["fallback_ops"] == "aten::fx_fallback"
+    assert props["test_pass"]["device"] == "cpu"
     kinds = {name: type(c.result[0]).__name__ if c.result else "pass" for name, c in cases.items()}
     assert kinds["test_fail"] == "Failure" and kinds["test_error"] == "Error"
     assert kinds["test_skip_eligibility"] == "Skipped" and kinds["test_pass"] == "pass"

@@ -1,0 +1,135 @@
+"""The runner's lean JUnit encoding (packed tc property, suite defaults) read back exactly,
+the older one-property-per-field form, and ingest's parsing process (pipeline)."""
+import multiprocessing
+import os
+
+import pytest
+
+from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
+from torchconform.collectors.outcome import Outcome
+from torchconform.collectors.sink_junit import decode_tc, encode_tc, suite_defaults, write_junit
+from torchconform.db import ingest as ingest_module
+from torchconform.db import queries
+from torchconform.db.ingest import ingest, parse_junit
+from torchconform.errors import UserError
+
+
+def tricky_outcomes(n=60):
+    """Mostly one device/suite/outcome (so defaults apply), plus values that must survive
+    escaping and override a default with an empty value."""
+    out = []
+    for i in range(n):
+        out.append(Outcome(f"test/test_ops.py::TestCommonREFDEV::test_add_{i}", "pass", suite="ops",
+                           file="test/test_ops.py", cls="TestCommonREFDEV", name=f"test_add_{i}", op="add",
+                           variant="forward", dtype="float32", device="refdev:0", duration=0.25))
+    out += [
+        # a test id that is not file::class::name, a device and suite off the defaults
+        Outcome("weird id;with=signs%20", "skip_backend", kind="missing_op", missing_op="aten::cat.out",
+                suite="modules", file="test/test_nn.py", cls="TestX", name="test_y", device="", op="cat",
+                message="NotImplementedError: Could not run 'aten::cat.out' with arguments from the 'PrivateUse1' backend."),
+        Outcome("test/test_ops.py::TestCommonREFDEV::test_mm", "pass_fallback", fallback_ops=["aten::mm", "aten::addmm"],
+                suite="ops", file="test/test_ops.py", cls="TestCommonREFDEV", name="test_mm", device="refdev:0",
+                repro="pytest 'a;b=c' --tc-device refdev", attempt=2),
+        Outcome("test/test_ops.py::TestCommonREFDEV::test_sk", "skip_backend", kind="skiplist",
+                skiplist_entry="refdev-3 (a=b; c%)", suite="ops", file="test/test_ops.py", cls="TestCommonREFDEV",
+                name="test_sk", device="refdev:0", variant="", dtype="float32"),
+        Outcome("test/test_ops.py::TestCommonREFDEV::test_ansi", "fail", suite="ops", file="test/test_ops.py",
+                cls="TestCommonREFDEV", name="test_ansi", device="refdev:0",
+                message="AssertionError: \x1b[31mred\x1b[0m <b>&\"x\""),
+    ]
+    return out
+
+
+def _comparable(o: Outcome) -> dict:
+    d = o.to_dict()
+    d["duration"] = round(d["duration"], 3)
+    return d
+
+
+def test_tc_property_escaping_round_trips():
+    fields = [("outcome", "pass"), ("repro", "a=b; c%3B %25 %"), ("skiplist_entry", ""), ("op", "x")]
+    assert decode_tc(encode_tc(fields)) == dict(fields)
+    with pytest.raises(ValueError, match="malformed tc property"):
+        decode_tc("outcome=pass;op")
+
+
+def test_lean_junit_round_trips_every_field(tmp_path):
+    outcomes = tricky_outcomes()
+    path = tmp_path / "run.xml"
+    write_junit(str(path), {"build": "b", "suite": "ops", "device": "refdev"}, outcomes)
+    text = path.read_text()
+    defaults = suite_defaults(outcomes)
+    assert defaults["device"] == "refdev:0" and defaults["outcome"] == "pass" and defaults["suite"] == "ops"
+    assert '<property name="tc.default.device" value="refdev:0" />' in text
+    # a default-valued test writes neither the default fields nor its derivable test id
+    add0 = next(line for line in text.splitlines() if 'name="test_add_0"' in line)
+    assert 'value="op=add"' in add0 and "test_id" not in add0 and "refdev:0" not in add0
+    assert "\x1b" not in text  # control characters cannot be carried by XML 1.0
+    back = parse_junit(str(path))
+    expected = [_comparable(o) for o in outcomes]
+    got = [_comparable(o) for o in back]
+    expected[-1]["message"] = expected[-1]["message"].replace("\x1b", "\ufffd")
+    assert got == expected
+    # the empty device overrides the suite's default instead of inheriting it
+    assert back[-4].device == "" and back[-4].suite == "modules"
+
+
+def test_older_one_property_per_field_files_still_read(tmp_path):
+    path = tmp_path / "old.xml"
+    path.write_text(
+        '<?xml version="1.0"?><testsuites><testsuite name="torchconform.ops"><properties>'
+        '<property name="tc.run.suite" value="ops"/></properties>'
+        '<testcase classname="test.test_ops.TestCommonREFDEV" name="test_cat" file="test/test_ops.py" time="0.1">'
+        '<properties><property name="tc.outcome" value="skip_backend"/><property name="tc.kind" value="missing_op"/>'
+        '<property name="tc.missing_op" value="aten::cat.out"/><property name="tc.op" value="cat"/>'
+        '<property name="tc.test_id" value="test/test_ops.py::TestCommonREFDEV::test_cat"/>'
+        '<property name="tc.attempt" value="2"/></properties>'
+        '<skipped message="Could not run" type="missing_op"/></testcase></testsuite></testsuites>')
+    (o,) = parse_junit(str(path))
+    assert (o.test_id, o.outcome, o.kind, o.missing_op, o.op, o.attempt, o.suite) == (
+        "test/test_ops.py::TestCommonREFDEV::test_cat", "skip_backend", "missing_op", "aten::cat.out", "cat", 2, "ops")
+
+
+@pytest.fixture
+def pipeline(monkeypatch):
+    """Force ingest through its parsing process whatever the file size."""
+    monkeypatch.setattr(ingest_module, "PIPELINE_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest_module, "BATCH", 7)
+    if not ingest_module._can_fork():
+        pytest.skip("ingest's parsing process needs fork (Linux) and two CPUs")
+
+
+def test_pipeline_stores_what_parsing_here_stores(store, tmp_path, pipeline, monkeypatch):
+    outcomes = tricky_outcomes()
+    a, b = tmp_path / "a.xml", tmp_path / "b.xml"
+    write_junit(str(a), {"suite": "ops", "selection": "quick", "torch_version": "2.13.0"}, outcomes[:30])
+    write_junit(str(b), {"suite": "ops", "shard": "2"}, outcomes[30:])
+    result = ingest(store, [str(a), str(b)], "piped")
+    assert result == {"build": "piped", "files": 2, "outcomes": len(outcomes)}
+    monkeypatch.setattr(ingest_module, "PIPELINE_MIN_BYTES", 1 << 40)
+    ingest(store, [str(a), str(b)], "here")
+    piped = {o.test_id: _comparable(o) for o in queries.iter_outcomes(store, "piped")}
+    here = {o.test_id: _comparable(o) for o in queries.iter_outcomes(store, "here")}
+    assert piped == here and len(piped) == len(outcomes)
+    assert queries.build_info(store, "piped")["torch_version"] == "2.13.0"
+    assert multiprocessing.active_children() == []
+
+
+def test_pipeline_bad_input_is_one_user_error_and_stores_nothing(store, tmp_path, pipeline):
+    good = tmp_path / "good.xml"
+    write_junit(str(good), {"suite": "ops"}, tricky_outcomes())
+    truncated = tmp_path / "truncated.xml"
+    truncated.write_text(good.read_text()[: len(good.read_text()) * 2 // 3])
+    with pytest.raises(UserError, match=r"truncated\.xml:\d+: malformed or truncated XML"):
+        ingest(store, [str(good), str(truncated)], "bad")
+    badtc = tmp_path / "badtc.xml"
+    badtc.write_text(good.read_text().replace('value="op=add"', 'value="op=add;variant"', 1))
+    with pytest.raises(UserError, match="malformed tc property"):
+        ingest(store, [str(badtc)], "bad")
+    assert queries.list_builds(store) == []
+    # an error on the storing side (the build exists) stops the parsing process too
+    ingest(store, [str(good)], "once")
+    with pytest.raises(UserError, match="already exists"):
+        ingest(store, [str(good)], "once")
+    assert multiprocessing.active_children() == []
+    assert len(list(queries.iter_outcomes(store, "once"))) == len(tricky_outcomes())

@@ -3,9 +3,9 @@
 ``render_builds`` renders a run of builds (oldest first) in one process and
 hands back only the small results the site-wide pages need (summary,
 leaderboard, encoded search data), so that it can run in a worker process
-(parallel.py) as well as in the caller's.  Within a run, a build's diff
-against its baseline reuses the baseline's latest map when the same run read
-it; otherwise the store is asked (``queries.diff``), with the same answer.
+(parallel.py) as well as in the caller's.  Each build is read once, as arrays
+(build_data.py); within a run, a build's diff against its baseline reuses the
+baseline's arrays when the same run read it, else reads the baseline's results.
 """
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from torchconform.collectors.breakdown import make_breakdown
-from torchconform.dashboard.model import ROW_COLUMNS, BuildInfo, BuildRows, diff_from_maps
+from torchconform.dashboard import build_data
+from torchconform.dashboard.build_data import BuildData, TestTable
+from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.pages import build as build_page
 from torchconform.dashboard.pages import diff as diff_page
 from torchconform.dashboard.pages import matrix, missing, search
@@ -58,42 +60,49 @@ def _by_rows(by: dict) -> list[dict]:
 
 
 def render_builds(store, queries, site, builds: list[BuildInfo], generated: str, first_missing: dict,
-                  slugs: dict[str, str]) -> list[BuildResult]:
-    """Read and render ``builds`` in order; sets each one's ``summary`` and returns their results."""
+                  slugs: dict[str, str], tests: TestTable | None = None) -> list[BuildResult]:
+    """Read and render ``builds`` in order; sets each one's ``summary`` and returns their results.
+    ``tests``: the store's TestTable when the caller read it already (worker processes inherit it)."""
+    if tests is None:
+        tests = TestTable.read(store, queries)
     results = []
-    # the latest map of the last build read, per group: the next build's baseline diff needs no query
-    maps: dict[tuple, tuple[str, dict]] = {}
-    previous_ids = None
-    for b in builds:
-        with no_cyclic_gc():
-            results.append(_render_one(store, queries, site, b, generated, first_missing, slugs, maps, previous_ids))
-        if results[-1].encoded.ids is not None:
-            previous_ids = results[-1].encoded.ids
+    # the last build read, per group: the next build's baseline diff needs no query
+    last: dict[tuple, BuildData] = {}
+    previous_pk = None
+    # One pause for the whole run, not one per build: re-enabling the collector after a
+    # build's allocations set off a full collection over every live row (~75 ms a build).
+    with no_cyclic_gc():
+        for b in builds:
+            data, tests = BuildData.read(store, queries, b.name, tests)
+            results.append(_render_one(store, queries, site, b, data, generated, first_missing, slugs, last,
+                                       previous_pk))
+            previous_pk = data.pk
     return results
 
 
-def _render_one(store, queries, site, b: BuildInfo, generated: str, first_missing: dict, slugs: dict,
-                maps: dict, previous_ids) -> BuildResult:
-    """Read one build, write its pages; the baseline diff reuses ``maps`` when it can."""
-    # one read of the build; every page's numbers come from it
-    data = BuildRows(b.name, list(queries.latest_rows(store, b.name, ROW_COLUMNS)))
+def _render_one(store, queries, site, b: BuildInfo, data: BuildData, generated: str, first_missing: dict,
+                slugs: dict, last: dict, previous_pk) -> BuildResult:
+    """Write one build's pages from its one read; the baseline diff reuses ``last`` when it can."""
     by_suite = data.summary_by(queries, "suite")
     # every test has exactly one suite, so the per-suite breakdowns add up to the build's
     b.summary = merge_breakdowns(b.name, by_suite.values())
-    encoded = search.encode_rows(data.rows, previous_ids=previous_ids)
+    encoded = search.encode_build(data, previous_pk)
     build_page.render(site, b, _by_rows(by_suite), _by_rows(data.summary_by(queries, "file")), generated)
-    matrix.render(site, b, data.matrix_cells(), generated)
+    cells, numbers = data.matrix_numbers()
+    matrix.render_cells(site, b, cells, numbers, generated)
     board = data.leaderboard(queries, first_missing)
     missing.render_build(site, b, board, slugs, generated)
-    current = data.latest_map()
     if b.baseline is not None:
-        previous = maps.get(b.group)
-        if previous is not None and previous[0] == b.baseline.name:
-            d = diff_from_maps(queries, b.baseline.name, previous[1], b.name, current)
-        else:   # the baseline was kept from the last run, or read by another worker: ask the store
-            d = queries.diff(store, b.baseline.name, b.name)
+        baseline = last.get(b.group)
+        if baseline is None or baseline.name != b.baseline.name:
+            # kept from the last run, or read by another worker: read it (its results only)
+            baseline, _ = BuildData.read(store, queries, b.baseline.name, data.tests)
+        d = build_data.diff(queries, baseline, data)
         if hasattr(queries, "flaky_tests"):
-            d["flaky"] = [f for f in queries.flaky_tests(store, b.name) if f.get("flaky")]
+            # a flaky test has several results in the build: none can when the build stores
+            # exactly one result per test read (list_builds' ``results`` counts every stored one)
+            one_each = b.meta.get("results") == len(data.rows)
+            d["flaky"] = [] if one_each else [f for f in queries.flaky_tests(store, b.name) if f.get("flaky")]
         diff_page.render(site, b, d, generated)
-    maps[b.group] = (b.name, current)
+    last[b.group] = data
     return BuildResult(b.name, b.summary, board, encoded)

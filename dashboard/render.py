@@ -52,29 +52,40 @@ def _cell_html(v) -> str:
 def table_rows(t: Table, limit, root: str) -> Markup:
     """The <tr> lines of a table's body, each ending in a newline: what the table
     macro's row loop wrote, cell for cell, at a fraction of the template cost
-    (a diff page has thousands of cells)."""
+    (a diff page has thousands of cells; each distinct string is escaped once)."""
     rows = t.rows if limit is None else t.rows[:limit]
-    columns = t.columns
-    links = [t.links.get(c, {}) for c in columns]
-    classes = [t.classes.get(c, {}) for c in columns]
+    # the macro finds a column's links and classes by its name (a repeated name finds the first)
+    links = [t.links.get(c) or None for c in t.columns]
+    classes = [t.classes.get(c) or None for c in t.columns]
+    root = str(escape(root))
+    texts: dict[str, str] = {}
+    opens: dict[str, str] = {}
     out = []
     for i, row in enumerate(rows):
         cells = ["<tr>"]
-        for j, v in enumerate(row):
-            # the macro finds a column's links and classes by its name (a repeated name finds the first)
-            c = columns[j]
-            href = t.links.get(c, {}).get(i) if j >= len(links) else links[j].get(i)
-            cls = t.classes.get(c, {}).get(i) if j >= len(classes) else classes[j].get(i)
-            if isinstance(v, Number):
+        for v, lk, cl in zip(row, links, classes):
+            if type(v) is str:
+                html = texts.get(v)
+                if html is None:
+                    html = texts[v] = str(escape(v))
+                number = False
+            else:
+                html, number = _cell_html(v), isinstance(v, Number)
+            cls = cl.get(i) if cl is not None else None
+            if number:
                 cells.append('<td class="n">')
             elif cls:
-                cells.append(f'<td class="c-{escape(cls)}">')
+                td = opens.get(cls)
+                if td is None:
+                    td = opens[cls] = f'<td class="c-{escape(cls)}">'
+                cells.append(td)
             else:
                 cells.append("<td>")
+            href = lk.get(i) if lk is not None else None
             if href:
-                cells.append(f'<a href="{escape(root)}{escape(href)}">{_cell_html(v)}</a></td>')
+                cells.append(f'<a href="{root}{escape(href)}">{html}</a></td>')
             else:
-                cells.append(_cell_html(v) + "</td>")
+                cells.append(html + "</td>")
         cells.append("</tr>\n")
         out.append("".join(cells))
     return Markup("".join(out))

@@ -3,9 +3,10 @@
 The steps are in one place so the order is visible:
 1. list the builds (slugs, baselines) and decide which are unchanged since the
    last run on this folder (cache.py) and can be kept as they are;
-2. for every other build: one pass over its outcomes (search index, model
-   rows), then its pages (build, matrix, missing operators, diff): per_build.py,
-   in worker processes for a big site (parallel.py);
+2. for every other build: one read of its results, joined to the test table
+   read once (build_data.py), then its pages (build, matrix, missing operators,
+   diff) and search data: per_build.py, in worker processes for a big site
+   (parallel.py);
 3. the site-wide pages (home, leaderboard, models, search) from all builds.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from torchconform.dashboard import cache, charts, parallel
+from torchconform.dashboard.build_data import TestTable
 from torchconform.dashboard.model import groups_of, load_builds
 from torchconform.dashboard.pages import home, missing, models, search
 from torchconform.dashboard.per_build import merge_breakdowns  # noqa: F401 (part of this module's API)
@@ -121,22 +123,27 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
     for b in builds:
         if b.slug in kept and b.name in latest_names:
             boards[b.name] = _board_from_download(out_dir / "builds" / b.slug / "missing.json")
-    if changed:
-        first_missing = queries.first_missing_builds(store)
-        size = sum(int(rows[b.name].get("results") or 0) for b in changed)
-        for run in parallel.render_all(store, queries, site, changed, generated, first_missing, slugs, size):
-            positions = None   # a worker sends a build's test ids only when they differ from its previous build's
-            for r in run:
-                with no_cyclic_gc():
+    # The collector is paused from here to the end: the test table and the search index hold
+    # every test id, and each collection would walk them again (nothing here makes cycles).
+    with no_cyclic_gc():
+        if changed:
+            first_missing = queries.first_missing_builds(store)
+            size = sum(int(rows[b.name].get("results") or 0) for b in changed)
+            # read once here; worker processes inherit it (frozen: no collection there walks it)
+            tests = TestTable.read(store, queries)
+            for run in parallel.render_all(store, queries, site, changed, generated, first_missing, slugs, size,
+                                           tests):
+                positions = None   # a worker sends a build's test ids only when they differ from its previous build's
+                for r in run:
                     positions = index.add_encoded(slugs[r.name], r.encoded, positions)
-                boards[r.name] = r.board
+                    boards[r.name] = r.board
+            del tests
 
-    # 3. site-wide pages
-    missing.render(site, builds, boards, slugs, generated)
-    models.render(site, index.models, latest, generated)
-    with no_cyclic_gc():   # the index holds every test id: collections would walk them over and over
+        # 3. site-wide pages
+        missing.render(site, builds, boards, slugs, generated)
+        models.render(site, index.models, latest, generated)
         search.render(site, index, builds, generated)
-    home_page = home.render(site, builds, generated)
+        home_page = home.render(site, builds, generated)
     cache.write_manifest(marker, {b.name: {"key": keys[b.name], "slug": b.slug, "summary": b.summary}
                                   for b in builds if keys[b.name]})
     return home_page

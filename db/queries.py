@@ -297,19 +297,28 @@ def diff(store, old_build: str, new_build: str) -> dict:
         return diff_maps(old_build, new_build, old, new, lambda pks: _test_names(conn, pks))
 
 
-def diff_maps(old_build: str, new_build: str, old: dict, new: dict, names) -> dict:
+def diff_maps(old_build: str, new_build: str, old: dict, new: dict, names, totals=None) -> dict:
     """``diff``'s answer from two {key: (outcome, kind, missing_op, fallback_ops, message)}
     maps of latest results; ``names(keys) -> {key: (test_id, op)}`` is asked only for
-    the tests that appear in the answer (the store keys by tests.id, the site by test id)."""
+    the tests that appear in the answer (the store keys by tests.id, the site by test id).
+
+    ``totals``: for a caller that counted the whole builds itself (the site, with
+    arrays) and passes in ``old`` / ``new`` only the tests whose (outcome, kind)
+    changed or that are in one build only: ``(transitions, old_missing, new_missing)``,
+    the Counter of (old outcome, old kind, new outcome, new kind) over every test in
+    both builds, the set of operators missing in the old build and the Counter of
+    tests per operator missing in the new one.  The answer is the same as with full maps."""
     cats = {k: [] for k in ("regressions", "fixes", "fallback_creep", "new_tests", "missing_tests", "other_changes")}
-    transitions = Counter()
+    count = totals is None
+    transitions = Counter() if count else totals[0]
     for pk, after in new.items():
         before = old.get(pk)
         if before is None:
             cats["new_tests"].append((pk, None, after))
             continue
         o_out, o_kind, n_out, n_kind = before[0], before[1], after[0], after[1]
-        transitions[(o_out, o_kind, n_out, n_kind)] += 1
+        if count:
+            transitions[(o_out, o_kind, n_out, n_kind)] += 1
         if o_out == n_out and o_kind == n_kind:
             continue
         if o_out in PASSED and (n_out in REGRESSED or _missing(n_out, n_kind)):
@@ -322,8 +331,11 @@ def diff_maps(old_build: str, new_build: str, old: dict, new: dict, names) -> di
             cats["other_changes"].append((pk, before, after))
     if len(old) != len(new) or cats["new_tests"]:   # else both hold the same tests
         cats["missing_tests"] = [(pk, before, None) for pk, before in old.items() if pk not in new]
-    old_missing = {r[2] for r in old.values() if r[2] and r[1] == MISSING_OP and r[0] == SKIP_BACKEND}
-    new_missing = Counter(r[2] for r in new.values() if r[2] and r[1] == MISSING_OP and r[0] == SKIP_BACKEND)
+    if count:
+        old_missing = {r[2] for r in old.values() if r[2] and r[1] == MISSING_OP and r[0] == SKIP_BACKEND}
+        new_missing = Counter(r[2] for r in new.values() if r[2] and r[1] == MISSING_OP and r[0] == SKIP_BACKEND)
+    else:
+        old_missing, new_missing = totals[1], totals[2]
     found = names({pk for entries in cats.values() for pk, _, _ in entries})
 
     def entry(pk, before, after):
@@ -423,34 +435,75 @@ _FALLBACK_AT = OUTCOME_FIELDS.index("fallback_ops")
 ROW_CHUNK = 20_000
 
 
-def latest_rows(store, build: str, columns=OUTCOME_FIELDS, order: bool = False) -> Iterator:
+def latest_rows(store, build: str, columns=OUTCOME_FIELDS, order: bool = False, plain: bool = False) -> Iterator:
     """The build's latest result per test as plain rows: the lean read path.
 
     Rows are SQLAlchemy ``Row`` tuples in ``columns`` order (also readable by
     name: ``row.outcome``); ``fallback_ops`` is the stored space-separated text.
     No ``Outcome`` validation (the store only holds validated records) and no
-    sort unless ``order`` (by test id).  An unknown build raises here, before
-    the first row, not when iteration starts.
+    sort unless ``order`` (by test id).  ``plain``: the driver's own tuples instead
+    of ``Row`` objects (by position only; cheaper for the site, which reads
+    millions of rows).  An unknown build raises here, before the first row,
+    not when iteration starts.
     """
     unknown = [c for c in columns if c not in ROW_COLUMNS]
     if unknown:
         raise ValueError(f"latest_rows: unknown columns {unknown}; choose from {sorted(ROW_COLUMNS)}")
     build_id = store.build_id(build)
-    source = _latest(build_id)
-    # The tests join is only paid for when a test column is asked for.
-    if order or any(ROW_COLUMNS[c].table is tests for c in columns):
-        source = source.join(tests, tests.c.id == results.c.test_pk)
-    query = select(*(ROW_COLUMNS[c].label(c) for c in columns)).select_from(source)
-    if order:
-        query = query.order_by(tests.c.test_id)
-    return _rows(store, query)
+    return _latest_rows(store, build_id, columns, order, plain)
 
 
-def _rows(store, query) -> Iterator:
+def _latest_rows(store, build_id: int, columns, order: bool, plain_tuples: bool = False) -> Iterator:
+    with store.read() as conn:
+        # A build in which no test has a second result (no rerun, no overlapping shards;
+        # the usual case) needs no "latest per test" subquery: every result is the latest,
+        # and the plain index scan is about twice as fast.  SQLite only, where both
+        # statements read the same snapshot (one read transaction); elsewhere always
+        # the subquery, so a result stored in between cannot slip in.
+        no_reruns = False
+        if conn.dialect.name == "sqlite":
+            n, distinct = conn.execute(select(func.count(), func.count(results.c.test_pk.distinct()))
+                                       .where(results.c.build_id == build_id)).one()
+            no_reruns = n == distinct
+        source = results if no_reruns else _latest(build_id)
+        # The tests join is only paid for when a test column is asked for.
+        if order or any(ROW_COLUMNS[c].table is tests for c in columns):
+            source = source.join(tests, tests.c.id == results.c.test_pk)
+        query = select(*(ROW_COLUMNS[c].label(c) for c in columns)).select_from(source)
+        if no_reruns:
+            query = query.where(results.c.build_id == build_id)
+        if order:
+            query = query.order_by(tests.c.test_id)
+        result = conn.execute(query)
+        # ROW_COLUMNS are integers, text and one float: the drivers' own values, no result processor
+        fetch = result.cursor.fetchmany if plain_tuples else result.fetchmany
+        while True:
+            chunk = fetch(ROW_CHUNK)
+            if not chunk:
+                return
+            yield from chunk
+
+
+# Columns ``stored_tests`` can return: the tests table's, by name.
+TEST_COLUMNS = ("test_id", "suite", "file", "cls", "name", "op", "variant", "dtype")
+
+
+def stored_tests(store, columns=TEST_COLUMNS) -> Iterator:
+    """Every stored test as ``(test_pk, *columns)`` plain tuples, unordered: for a reader
+    (the site) that joins ``latest_rows``' result-only rows (with ``test_pk``) to their
+    tests itself, once for many builds, instead of once per build in SQL."""
+    unknown = [c for c in columns if c not in TEST_COLUMNS]
+    if unknown:
+        raise ValueError(f"stored_tests: unknown columns {unknown}; choose from {list(TEST_COLUMNS)}")
+    return _rows(store, select(tests.c.id, *(tests.c[c] for c in columns)), plain=True)
+
+
+def _rows(store, query, plain: bool = False) -> Iterator:
     with store.read() as conn:
         result = conn.execute(query)
+        fetch = result.cursor.fetchmany if plain else result.fetchmany   # plain: the driver's tuples
         while True:
-            chunk = result.fetchmany(ROW_CHUNK)
+            chunk = fetch(ROW_CHUNK)
             if not chunk:
                 return
             yield from chunk

@@ -7,6 +7,8 @@ table is also downloadable as JSON/CSV.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, OUTCOMES
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.styles import BY_KEY
@@ -116,11 +118,78 @@ def _numbers(row: dict) -> list:
     return [*(counts[o] for o in OUTCOMES), *(kinds[k] for k in BACKEND_SKIP_KINDS)]
 
 
-def render(site, build: BuildInfo, matrix: list[dict], generated: str):
+def render(site, build: BuildInfo, matrix: list[dict] | None, generated: str, built=None):
+    """``matrix``: op_matrix rows; or ``built``: build_matrix's answer already made."""
     base = f"builds/{build.slug}/"
-    data, table = build_matrix(matrix)
+    data, table = built if built is not None else build_matrix(matrix)
     table.stem = base + "matrix"
     site.write_data(f"data/matrix/{build.slug}.js", f"matrix:{build.slug}", data)
     return site.page(base + "matrix.html", "matrix.html", title=f"Operator matrix · {build.name}", build=build,
                      n_rows=len(data["rows"]), variants=data["variants"], table=table, downloads=[table],
                      data_src=f"data/matrix/{build.slug}.js", data_key=f"matrix:{build.slug}", generated=generated)
+
+
+def _states(numbers: np.ndarray) -> np.ndarray:
+    """``cell_state`` of every row of a (cells x COUNT_NAMES) array, as indices into STATE_ORDER."""
+    o = {name: numbers[:, i] for i, name in enumerate(COUNT_NAMES)}
+    kinds = numbers[:, _N_OUTCOMES:]
+    unexplained = np.maximum(o["skip_backend"] - kinds.sum(axis=1), 0)
+    present = {
+        "failed": o["fail"] + o["error"] + o["crash"] + o["timeout"],
+        "missing_op": o["missing_op"], "unsupported_dtype": o["unsupported_dtype"], "skiplist": o["skiplist"],
+        "not_executed": o["not_executed"] + unexplained,
+        "pass_fallback": o["pass_fallback"], "pass": o["pass"], "xfail": o["xfail"] + o["xpass"],
+        "skip_eligibility": o["skip_eligibility"],
+    }
+    shown = np.stack([present[s] > 0 for s in STATE_ORDER], axis=1)
+    # the first state present; none present reads as an eligibility skip, as in cell_state
+    return np.where(shown.any(axis=1), shown.argmax(axis=1), STATE_ORDER.index("skip_eligibility"))
+
+
+def build_matrix_arrays(cells: list[tuple], numbers: np.ndarray) -> tuple[dict, Table]:
+    """``build_matrix``'s answer from (op, variant, dtype) keys sorted as tuples and their
+    COUNT_NAMES numbers (build_data.BuildData.matrix_numbers), with array arithmetic:
+    the same data and table, in the same order."""
+    keep = [i for i, c in enumerate(cells) if c[0]]
+    if len(keep) != len(cells):
+        cells, numbers = [cells[i] for i in keep], numbers[keep]
+    ops, variants_of, dtypes_of = (list(c) for c in zip(*cells)) if cells else ([], [], [])
+    dtypes = sorted(set(dtypes_of))
+    variants = sorted(set(variants_of), key=_variant_key)
+    col = {d: i for i, d in enumerate(dtypes)}
+    vrank = {v: i for i, v in enumerate(variants)}
+    n = len(cells)
+    # cells are sorted by op already; within an op, by the variant order then dtype
+    op_rank = np.cumsum([0] + [a != b for a, b in zip(ops, ops[1:])]) if n else np.zeros(0, np.int64)
+    order = np.lexsort((np.fromiter(map(col.__getitem__, dtypes_of), np.int64, n),
+                        np.fromiter(map(vrank.__getitem__, variants_of), np.int64, n), op_rank)).tolist()
+    numbers = np.asarray(numbers, dtype=np.int64).reshape(n, len(COUNT_NAMES))
+    states = _states(numbers)
+    passed = numbers[:, COUNT_NAMES.index("pass")] + numbers[:, COUNT_NAMES.index("pass_fallback")]
+    run = numbers[:, :_N_OUTCOMES].sum(axis=1) - numbers[:, COUNT_NAMES.index("skip_eligibility")]
+    table = Table("", ["op", "variant", "dtype", "state", *COUNT_NAMES], title="Operator matrix")
+    table.int_from = 4
+    rows = table.rows
+    pivot_rows: list[list] = []
+    last = None
+    for i, s, p, r, nums in zip(order, states[order].tolist(), passed[order].tolist(), run[order].tolist(),
+                                numbers[order].tolist()):
+        op, variant, dtype = cells[i]
+        rows.append([op, variant, dtype, STATE_ORDER[s], *nums])
+        if (op, variant) != last:
+            last = (op, variant)
+            entry = [op, variant, [0] * len(dtypes)]
+            pivot_rows.append(entry)
+        entry[2][col[dtype]] = [s, p, r, nums]
+    data = {
+        "dtypes": dtypes, "variants": variants, "counts": list(COUNT_NAMES),
+        "states": [{"key": s, "symbol": BY_KEY[s].symbol, "label": BY_KEY[s].label} for s in STATE_ORDER],
+        "rows": pivot_rows,
+    }
+    return data, table
+
+
+def render_cells(site, build: BuildInfo, cells: list[tuple], numbers, generated: str):
+    """``render`` from build_data.BuildData.matrix_numbers: (op, variant, dtype) keys sorted
+    as tuples and a numbers row (COUNT_NAMES order) per cell."""
+    return render(site, build, None, generated, built=build_matrix_arrays(cells, numbers))

@@ -83,6 +83,29 @@ def encode_rows(rows: list, at: dict = _ROW_AT, previous_ids: list | None = None
     return EncodedBuild(None if previous_ids is not None and ids == previous_ids else ids, codes, missing, models)
 
 
+def encode_build(data, previous_pk: np.ndarray | None = None) -> EncodedBuild:
+    """``encode_rows``' answer for a build_data.BuildData: codes by array lookup, test ids
+    only when the tests differ from ``previous_pk`` (the previous build encoded here)."""
+    from torchconform.dashboard.build_data import CODES
+
+    lut = np.fromiter((_CODES[pair] for pair in CODES.pairs), dtype=np.uint8, count=len(CODES.pairs))
+    codes = lut[data.code]
+    rows, tests = data.rows, data.tests.values
+    missing = {}
+    for k in np.flatnonzero(codes == _MISSING).tolist():
+        if rows[k][3]:
+            missing[k] = rows[k][3]
+    same = previous_pk is not None and np.array_equal(previous_pk, data.pk)
+    ids = None if same else list(map(tests["test_id"].__getitem__, data.pk.tolist()))
+    models = []
+    for k in data.models_rows():
+        pk, outcome, kind, missing_op, _, message = rows[k]
+        models.append(ModelRow(tests["test_id"][pk], tests["op"][pk], outcome, tests["variant"][pk], kind,
+                               missing_op, message, tests["name"][pk]))
+    models.sort(key=attrgetter("test_id"))
+    return EncodedBuild(ids, codes.tobytes(), missing, models)
+
+
 class SearchIndex:
     def __init__(self):
         self.index: dict[str, int] = {}
@@ -121,7 +144,8 @@ class SearchIndex:
                 found = [i if i is not None else self._position(t) for i, t in zip(found, enc.ids)]
             pos = np.asarray(found, dtype=np.int64)
         self.builds[slug] = (pos, np.frombuffer(enc.codes, dtype=np.uint8))
-        self.missing[slug] = {int(pos[k]): op for k, op in enc.missing.items()}
+        rows = np.fromiter(enc.missing.keys(), dtype=np.int64, count=len(enc.missing))
+        self.missing[slug] = dict(zip(pos[rows].tolist(), enc.missing.values()))
         self.models[slug] = enc.models
         return pos
 
@@ -180,7 +204,11 @@ class SearchIndex:
             missing = self.missing.get(b.slug, {})
             ops = sorted(set(missing.values()))
             op_index = {op: k for k, op in enumerate(ops)}
-            at = sorted([int(new_pos[i]), op_index[op]] for i, op in missing.items())
+            # [position, operator] pairs by position (a build has each position once)
+            where = new_pos[np.fromiter(missing.keys(), dtype=np.int64, count=len(missing))]
+            which = np.fromiter(map(op_index.__getitem__, missing.values()), dtype=np.int64, count=len(missing))
+            order = np.argsort(where, kind="stable")
+            at = np.stack([where[order], which[order]], axis=1).tolist()
             models = [[o.test_id, o.op, o.outcome, o.variant, o.kind, o.missing_op, o.message]
                       for o in self.models.get(b.slug, [])]
             site.write_data(f"data/builds/{b.slug}.js", f"build:{b.slug}",

@@ -1,0 +1,289 @@
+"""One build's latest results as arrays keyed by test, and every per-build number from them.
+
+A site renders many builds of the same ~150k tests.  Instead of joining each
+build's results to the tests table in SQL (and hashing the same strings again
+per build), the test attributes are read once per site run (``TestTable``, from
+``queries.stored_tests``; forked workers inherit it) and each build reads only
+its result columns (``queries.latest_rows`` without a tests column).  A result's
+(outcome, kind) becomes a small integer code, so the per-suite / per-file
+breakdowns, the operator matrix and the baseline diff's transitions are numpy
+``bincount``s; only the few rows that need their strings (missing operators,
+changed tests, model-zoo rows) are looked at one by one.  The answers are
+shaped by the query module's own functions (``breakdowns_by``, ``leaderboard``,
+``diff_maps``), so the site and the CLI cannot disagree; tests/test_site_data.py
+compares every one with the store's SQL path.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+from operator import itemgetter
+
+import numpy as np
+
+from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, MISSING_OP, OUTCOMES, SKIP_BACKEND
+
+# What a build reads of its results (queries.latest_rows); ``test_pk`` joins them to TestTable.
+RESULT_COLUMNS = ("test_pk", "outcome", "kind", "missing_op", "fallback_ops", "message")
+TEST_COLUMNS = ("test_id", "suite", "file", "op", "variant", "dtype", "name")
+MODELS_SUITE = "models"
+_PK, _OUTCOME, _KIND, _MOP = (itemgetter(i) for i in range(4))
+_VALUE = itemgetter(1, 2, 3, 4, 5)    # (outcome, kind, missing_op, fallback_ops, message): queries.diff_maps' values
+# The matrix's numbers per cell, in this order (pages/matrix.py COUNT_NAMES).
+COUNT_NAMES = (*OUTCOMES, *BACKEND_SKIP_KINDS)
+
+
+class Codes(dict):
+    """(outcome, kind) -> small integer, numbered on first sight (one numbering per process)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pairs: list[tuple[str, str]] = []
+
+    def __missing__(self, pair):
+        code = self[pair] = len(self.pairs)
+        self.pairs.append(pair)
+        return code
+
+    def projection(self) -> np.ndarray:
+        """(codes x COUNT_NAMES) 0/1 matrix: which matrix numbers a result of each code adds to
+        (its outcome; its kind too when skip_backend, as queries.matrix_cells counts kinds)."""
+        p = np.zeros((len(self.pairs), len(COUNT_NAMES)), dtype=np.int64)
+        for code, (outcome, kind) in enumerate(self.pairs):
+            if outcome in OUTCOMES:
+                p[code, OUTCOMES.index(outcome)] = 1
+            if outcome == SKIP_BACKEND and kind in BACKEND_SKIP_KINDS:
+                p[code, len(OUTCOMES) + BACKEND_SKIP_KINDS.index(kind)] = 1
+        return p
+
+
+CODES = Codes()
+MISSING = CODES[(SKIP_BACKEND, MISSING_OP)]
+
+
+class TestTable:
+    """Every stored test's attributes, by tests.id (``pk``).
+
+    ``values[col]``: a list indexed by pk (None where no test has that pk).  For
+    the grouping columns, ``index[col]`` numbers each pk's value among
+    ``levels[col]`` (sorted), so counting by suite or file is a bincount.
+    ``cell`` numbers each test's (op, variant, dtype) among ``cells`` (sorted),
+    -1 for tests that are not in the operator matrix (no op, or the model zoo)."""
+
+    __test__ = False   # not a pytest class
+
+    def __init__(self, rows):
+        rows = list(rows)
+        pks = list(map(_PK, rows))
+        size = 1 + max(pks, default=0)
+        self.size = size
+        self.values: dict[str, list] = {}
+        # tests.id is usually 1..n in the order read: then a column is its values after a hole at 0
+        in_order = pks == list(range(1, size))
+        for j, col in enumerate(TEST_COLUMNS, start=1):
+            values = list(map(itemgetter(j), rows))
+            if in_order:
+                column = [None, *values]
+            else:
+                column = [None] * size
+                for pk, v in zip(pks, values):
+                    column[pk] = v
+            self.values[col] = column
+        self.known = np.zeros(size, dtype=bool)
+        self.known[pks] = True
+        self.levels: dict[str, list] = {}
+        self.index: dict[str, np.ndarray] = {}
+        for col in ("suite", "file", "op", "variant", "dtype"):
+            self.levels[col], self.index[col] = _number(self.values[col])
+        # the matrix cell of each test: (op, variant, dtype) numbered in mixed radix over sorted
+        # levels, so numeric order is the tuples' order; -1 outside the matrix
+        op, variant, dtype = (self.index[c] for c in ("op", "variant", "dtype"))
+        n_v, n_d = len(self.levels["variant"]), len(self.levels["dtype"])
+        flat = (op * n_v + variant) * n_d + dtype
+        models = self.levels["suite"].index(MODELS_SUITE) if MODELS_SUITE in self.levels["suite"] else -2
+        self.models = self.index["suite"] == models
+        no_op = self.levels["op"].index("") if "" in self.levels["op"] else -2
+        flat[(op < 0) | (op == no_op) | self.models] = -1
+        used, inverse = np.unique(flat, return_inverse=True)
+        start = 1 if len(used) and used[0] < 0 else 0
+        self.cell = inverse.reshape(-1) - start
+        levels = [self.levels[c] for c in ("op", "variant", "dtype")]
+        self.cells = [(levels[0][f // (n_v * n_d)], levels[1][f // n_d % n_v], levels[2][f % n_d])
+                      for f in used[start:].tolist()]
+
+    @classmethod
+    def read(cls, store, queries) -> "TestTable":
+        return cls(queries.stored_tests(store, TEST_COLUMNS))
+
+    def knows(self, pk: np.ndarray) -> bool:
+        """Whether every pk is a test this table read (a test stored later is not)."""
+        if not len(pk):
+            return True
+        if int(pk.min()) < 0 or int(pk.max()) >= self.size:
+            return False
+        return bool(self.known[pk].all())
+
+
+class _FirstSeen(dict):
+    def __missing__(self, value):
+        code = self[value] = len(self)
+        return code
+
+
+def _number(column: list) -> tuple[list, np.ndarray]:
+    """(sorted distinct values, each element's index among them; -1 for None)."""
+    seen = _FirstSeen()
+    raw = np.fromiter(map(seen.__getitem__, column), dtype=np.int64, count=len(column))
+    levels = sorted(v for v in seen if v is not None)
+    at = {v: i for i, v in enumerate(levels)}
+    at[None] = -1
+    rank = np.array([at[v] for v in seen], dtype=np.int64)
+    return levels, rank[raw]
+
+
+@dataclass
+class BuildData:
+    """One build's latest results (RESULT_COLUMNS rows) with their tests' pks and codes as arrays."""
+    name: str
+    rows: list
+    tests: TestTable
+    pk: np.ndarray      # tests.id per row
+    code: np.ndarray    # CODES of (outcome, kind) per row
+
+    @classmethod
+    def read(cls, store, queries, name: str, tests: TestTable) -> "tuple[BuildData, TestTable]":
+        """Read a build; returns it and the test table (read again if the build has tests it lacks)."""
+        rows = list(queries.latest_rows(store, name, RESULT_COLUMNS, plain=True))
+        n = len(rows)
+        pk = np.fromiter(map(_PK, rows), dtype=np.int64, count=n)
+        if not tests.knows(pk):
+            tests = TestTable.read(store, queries)
+        code = np.fromiter(map(CODES.__getitem__, zip(map(_OUTCOME, rows), map(_KIND, rows))),
+                           dtype=np.int64, count=n)
+        return cls(name, rows, tests, pk, code), tests
+
+    # -- helpers -------------------------------------------------------------------------
+    @cached_property
+    def missing_at(self) -> np.ndarray:
+        """Row indices of skip_backend/missing_op results."""
+        return np.flatnonzero(self.code == MISSING)
+
+    @cached_property
+    def missing_ops(self) -> list:
+        """The missing operator of each ``missing_at`` row ('' when none was recorded)."""
+        return list(map(_MOP, map(self.rows.__getitem__, self.missing_at.tolist())))
+
+    @cached_property
+    def missing_numbered(self) -> tuple[list, np.ndarray]:
+        """(the distinct missing operators, each ``missing_at`` row's index among them)."""
+        seen = _FirstSeen()
+        codes = np.fromiter(map(seen.__getitem__, self.missing_ops), dtype=np.int64, count=len(self.missing_ops))
+        return list(seen), codes
+
+    def missing_counts(self) -> dict[str, int]:
+        """Tests per missing operator ('' included when a result named none)."""
+        ops, codes = self.missing_numbered
+        return dict(zip(ops, np.bincount(codes, minlength=len(ops)).tolist()))
+
+    # -- aggregates ----------------------------------------------------------------------
+    def summary_by(self, queries, by: str) -> dict:
+        """queries.summary_by(store, build, by) from the arrays: (key, outcome, kind, missing_op, n)
+        rows for breakdowns_by, the missing operator only where a breakdown reads it."""
+        levels, index = self.tests.levels[by], self.tests.index[by][self.pk]
+        k = len(CODES.pairs)
+        counts = np.bincount(index * k + self.code, minlength=len(levels) * k)
+        out = []
+        for flat in np.flatnonzero(counts).tolist():
+            key, code = divmod(flat, k)
+            if code != MISSING:
+                out.append((levels[key], *CODES.pairs[code], "", int(counts[flat])))
+        ops, codes = self.missing_numbered
+        pairs = np.bincount(index[self.missing_at] * len(ops) + codes, minlength=len(levels) * len(ops))
+        for flat in np.flatnonzero(pairs).tolist():
+            key, op = divmod(flat, len(ops))
+            out.append((levels[key], SKIP_BACKEND, MISSING_OP, ops[op], int(pairs[flat])))
+        return queries.breakdowns_by(self.name, out)
+
+    def matrix_numbers(self) -> tuple[list, np.ndarray]:
+        """The operator matrix's cells present in this build, sorted by (op, variant, dtype),
+        and their COUNT_NAMES numbers (one row each): what pages/matrix.py draws."""
+        cell = self.tests.cell[self.pk]
+        keep = cell >= 0
+        k = len(CODES.pairs)
+        n_cells = len(self.tests.cells)
+        counts = np.bincount(cell[keep] * k + self.code[keep], minlength=n_cells * k).reshape(n_cells, k)
+        present = np.flatnonzero(counts.sum(axis=1))
+        numbers = counts[present] @ CODES.projection()
+        cells = self.tests.cells
+        return [cells[i] for i in present.tolist()], numbers
+
+    def leaderboard(self, queries, first: dict) -> list[dict]:
+        """queries.leaderboard's answer.  It counts tests per operator outside the model zoo
+        whatever their own op, so those rows go in summed per (operator, suite), with no op;
+        model-zoo rows go in one by one (their op, the model, is what it counts)."""
+        ops, codes = self.missing_numbered
+        levels = self.tests.levels["suite"]
+        pks = self.pk[self.missing_at]
+        models = self.tests.models[pks]
+        suite = self.tests.index["suite"][pks]
+        rows = []
+        plain = ~models
+        pairs = np.bincount(codes[plain] * len(levels) + suite[plain], minlength=len(ops) * len(levels))
+        for flat in np.flatnonzero(pairs).tolist():
+            op, key = divmod(flat, len(levels))
+            if ops[op]:
+                rows.append((ops[op], levels[key], "", int(pairs[flat])))
+        if models.any():
+            op_of = self.tests.values["op"]
+            zoo = Counter((ops[c], levels[k], op_of[p]) for c, k, p in
+                          zip(codes[models].tolist(), suite[models].tolist(), pks[models].tolist()) if ops[c])
+            rows.extend((*key, n) for key, n in zoo.items())
+        return queries.leaderboard(self.name, rows, first)
+
+    def models_rows(self) -> list[int]:
+        """Row indices of model-zoo results."""
+        return np.flatnonzero(self.tests.models[self.pk]).tolist()
+
+
+def _dense(b: BuildData, size: int) -> np.ndarray:
+    """Row index of each pk in ``b`` (-1: the build has no result for that test)."""
+    at = np.full(size, -1, dtype=np.int64)
+    at[b.pk] = np.arange(len(b.pk))
+    return at
+
+
+def diff(queries, old: BuildData, new: BuildData) -> dict:
+    """queries.diff(store, old, new) from two builds' arrays: the transitions and missing
+    operators are counted here over every test; diff_maps sorts only the changed tests."""
+    size = max(old.tests.size, new.tests.size)
+    o_at, n_at = _dense(old, size), _dense(new, size)
+    both = np.flatnonzero((o_at >= 0) & (n_at >= 0))
+    o_code, n_code = old.code[o_at[both]], new.code[n_at[both]]
+    k = len(CODES.pairs)
+    pairs = np.bincount(o_code * k + n_code, minlength=k * k)
+    transitions = Counter()
+    for flat in np.flatnonzero(pairs).tolist():
+        a, b = divmod(flat, k)
+        transitions[(*CODES.pairs[a], *CODES.pairs[b])] = int(pairs[flat])
+    changed = both[o_code != n_code]
+    only_old = np.flatnonzero((o_at >= 0) & (n_at < 0))
+    only_new = np.flatnonzero((n_at >= 0) & (o_at < 0))
+    o_rows, n_rows = old.rows, new.rows
+    old_sub = {pk: _VALUE(o_rows[i]) for pk, i in _pairs(np.concatenate([changed, only_old]), o_at)}
+    new_sub = {pk: _VALUE(n_rows[i]) for pk, i in _pairs(np.concatenate([changed, only_new]), n_at)}
+    old_missing = set(old.missing_counts()) - {""}
+    new_missing = Counter(new.missing_counts())
+    new_missing.pop("", None)
+    # a table read again later knows every test an earlier one did
+    tests = new.tests if new.tests.size >= old.tests.size else old.tests
+    test_id, op = tests.values["test_id"], tests.values["op"]
+
+    def names(pks):
+        return {p: (test_id[p], op[p]) for p in pks}
+    return queries.diff_maps(old.name, new.name, old_sub, new_sub, names, totals=(transitions, old_missing, new_missing))
+
+
+def _pairs(pks: np.ndarray, at: np.ndarray):
+    """(pk, row index) for ``pks``, as Python ints."""
+    return zip(pks.tolist(), at[pks].tolist())

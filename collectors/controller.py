@@ -20,6 +20,7 @@ import warnings
 import pytest
 
 from torchconform.collectors.classify import classify_text
+from torchconform.collectors.device import torch_versions
 from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, PASS, PASS_FALLBACK, TIMEOUT, Outcome, bound_message,
 )
@@ -115,7 +116,7 @@ class ControllerPlugin:
 
     # -- run start / end -----------------------------------------------------
     def _run_info(self) -> dict:
-        import torch
+        torch_version, torch_git = torch_versions()
         args = [str(a) for a in self.config.invocation_params.args]
         branch, commit = source_revision(self.settings.branch, self.settings.commit,
                                          cwd=str(self.config.invocation_params.dir))
@@ -130,8 +131,8 @@ class ControllerPlugin:
             "host": socket.gethostname(),
             "start_time": _now(),
             "shard": self.settings.shard,
-            "torch_version": getattr(torch, "__version__", ""),
-            "torch_git": getattr(getattr(torch, "version", None), "git_version", ""),
+            "torch_version": torch_version,
+            "torch_git": torch_git,
             "branch": branch,
             "commit": commit,
         }

@@ -8,9 +8,12 @@ before any conftest or test module is imported.
 """
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import os
 import sys
+import threading
 
 from torchconform.errors import UserError
 
@@ -86,3 +89,52 @@ def setup_device(device: str, profile, backend_module: str = "") -> str:
                 f"{device} tests; do not import torch.testing._internal in a conftest loaded before the plugin"
             )
     return device
+
+
+class BackgroundSetup:
+    """``setup_device`` in a thread, for the controller of an xdist run: the controller
+    never runs a test, and its workers each set the device up themselves, so its own
+    check (importing torch and the backend, seconds) need not delay their start.
+    ``wait`` returns the UserError, if any, before any test result is accepted."""
+
+    def __init__(self, device: str, profile, backend_module: str = ""):
+        self._error: UserError | None = None
+        self._thread = threading.Thread(target=self._run, args=(device, profile, backend_module),
+                                        name="torchconform-device-check", daemon=True)
+        self._thread.start()
+
+    def _run(self, device, profile, backend_module) -> None:
+        try:
+            setup_device(device, profile, backend_module)
+        except UserError as exc:
+            self._error = exc
+        except Exception as exc:  # reported like setup_device's own failures
+            self._error = UserError(f"device {device!r}: backend set-up failed: {type(exc).__name__}: {exc}; "
+                                    "run `torchconform doctor`")
+
+    def wait(self) -> UserError | None:
+        self._thread.join()
+        return self._error
+
+
+def torch_versions() -> tuple[str, str]:
+    """torch's version and git hash, read without importing torch when it is not loaded
+    yet (an xdist controller may still be importing it in BackgroundSetup)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "__version__"):
+        return str(torch.__version__), str(getattr(getattr(torch, "version", None), "git_version", ""))
+    spec = importlib.util.find_spec("torch")
+    values = {}
+    if spec is not None and spec.submodule_search_locations:
+        path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+        try:
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+        except (OSError, SyntaxError):
+            tree = ast.Module(body=[], type_ignores=[])
+        for node in tree.body:  # torch/version.py is plain assignments of constants
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant):
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    if isinstance(target, ast.Name):
+                        values[target.id] = node.value.value
+    return str(values.get("__version__", "")), str(values.get("git_version", ""))

@@ -71,7 +71,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
     if not enabled(early_config, ns):
         return
     from torchconform.collectors.settings import settings_from
-    from torchconform.collectors.device import setup_device
+    from torchconform.collectors.device import BackgroundSetup, setup_device
     from torchconform.errors import UserError
 
     try:
@@ -82,13 +82,34 @@ def pytest_load_initial_conftests(early_config, parser, args):
                 os.environ[env] = getattr(settings, dest.replace("tc_", ""))
         os.environ["TORCHCONFORM_DEVICE"] = settings.device
         os.environ["TORCHCONFORM_PROFILE"] = settings.profile.path
-        setup_device(settings.device, settings.profile, settings.backend_module)
+        if _distributes(ns):
+            early_config.stash[PENDING_SETUP_KEY] = BackgroundSetup(settings.device, settings.profile,
+                                                                    settings.backend_module)
+        else:
+            setup_device(settings.device, settings.profile, settings.backend_module)
     except UserError as exc:
         raise pytest.UsageError(f"torchconform: {exc}") from None
     early_config.stash[SETTINGS_KEY] = settings
 
 
 SETTINGS_KEY = pytest.StashKey()
+PENDING_SETUP_KEY = pytest.StashKey()
+
+
+def _distributes(ns) -> bool:
+    """This process is the controller of an xdist run: its workers run every test."""
+    return not os.environ.get("PYTEST_XDIST_WORKER") and bool(getattr(ns, "numprocesses", None))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session):
+    # The session has started, so xdist has started its workers: the controller's
+    # device check ran alongside their start-up.  Checked before any result counts.
+    pending = session.config.stash.get(PENDING_SETUP_KEY, None)
+    if pending is not None:
+        error = pending.wait()
+        if error is not None:
+            pytest.exit(f"torchconform: {error}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 def is_xdist_worker(config) -> bool:

@@ -60,7 +60,7 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
     batches = ParsedInChild(readers) if big and _can_fork() else parsed_here(readers)
     total = 0
     try:
-        with store.write() as conn, _collector_paused():
+        with store.write(bulk=True) as conn, _collector_paused():
             store.ensure_build(build, append=append, conn=conn)
             meta: dict = {}
             run_id = None

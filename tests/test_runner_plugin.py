@@ -129,6 +129,25 @@ def test_missing_privateuse1_device_is_an_error_not_cpu(tmp_path):
     assert not outcomes
 
 
+def test_missing_device_under_xdist_is_the_same_usage_error(tmp_path):
+    # The controller checks the device in the background while xdist starts the workers;
+    # a missing device still ends the run with the one-line usage error and no outcome.
+    prof = tmp_path / "ghost.yaml"
+    prof.write_text("device: ghostdev\nbackend_module: json\ncompile_backend: aot_eager\n")
+    proc, _, outcomes = run_pytest([FIXTURES / "fx_outcomes.py", "--tc-device", "ghostdev", "--tc-profile", prof,
+                                    "-n", "2"], tmp_path, check_rc=(4,))
+    assert "device 'ghostdev' is not registered" in proc.stderr + proc.stdout
+    assert not outcomes
+
+
+def test_run_record_reads_torch_version_without_importing_torch():
+    code = ("import sys; from torchconform.collectors.device import torch_versions; v = torch_versions(); "
+            "assert 'torch' not in sys.modules; import torch; "
+            "assert v == (torch.__version__, torch.version.git_version), v; print(v)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_xdist_equals_serial_on_fixtures(tmp_path, fixture_run):
     _, _, serial, _ = fixture_run
     _, _, parallel = run_pytest([FIXTURES / "fx_outcomes.py", "--tc-device", "cpu", "-n", "2"], tmp_path)

@@ -133,3 +133,15 @@ def test_pipeline_bad_input_is_one_user_error_and_stores_nothing(store, tmp_path
         ingest(store, [str(good)], "once")
     assert multiprocessing.active_children() == []
     assert len(list(queries.iter_outcomes(store, "once"))) == len(tricky_outcomes())
+
+
+def test_bulk_write_restores_the_connection_settings(tmp_path):
+    from torchconform.db.store import open_store
+
+    with open_store(str(tmp_path / "s.db")) as st:
+        with st.write(bulk=True) as conn:
+            dbapi = conn.connection.driver_connection
+            assert dbapi.execute("PRAGMA foreign_keys").fetchone()[0] == 0
+        with st.write() as conn:  # the same pooled connection, foreign keys enforced again
+            assert conn.connection.driver_connection.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+            assert conn.connection.driver_connection.execute("PRAGMA cache_size").fetchone()[0] == -2000

@@ -109,7 +109,7 @@ def pytest_collection(session):
     if pending is not None:
         error = pending.wait()
         if error is not None:
-            pytest.exit(f"torchconform: {error}", returncode=pytest.ExitCode.USAGE_ERROR)
+            raise pytest.UsageError(f"torchconform: {error}")  # printed like the serial path's, exit 4
 
 
 def is_xdist_worker(config) -> bool:

@@ -37,6 +37,16 @@ def pin_worker(profile) -> None:
     os.environ[var] = str(index % count if count else index)
 
 
+def worker_threads() -> int:
+    """Intra-op threads for an xdist worker: the CPUs shared out between the workers
+    (0: not a worker, or the user set OMP_NUM_THREADS).  Every worker otherwise starts
+    one thread per CPU, and N workers' thread pools spin against each other."""
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if not os.environ.get("PYTEST_XDIST_WORKER") or count < 2 or "OMP_NUM_THREADS" in os.environ:
+        return 0
+    return max(1, (os.cpu_count() or 1) // count)
+
+
 def setup_device(device: str, profile, backend_module: str = "") -> str:
     """Load the backend, check the device really exists, point PyTorch's test
     infrastructure at it.  Returns the device type.  Raises UserError when the
@@ -44,6 +54,9 @@ def setup_device(device: str, profile, backend_module: str = "") -> str:
     for key, value in profile.env.items():
         os.environ.setdefault(key, value)
     pin_worker(profile)
+    threads = worker_threads()
+    if threads:  # before the backend (and so torch) is imported: OpenMP reads it once
+        os.environ["OMP_NUM_THREADS"] = str(threads)
     modules = [m for m in (backend_module or profile.backend_module,) if m]
     try:
         for mod in modules:
@@ -59,6 +72,8 @@ def setup_device(device: str, profile, backend_module: str = "") -> str:
 
     import torch
 
+    if threads and torch.get_num_threads() != threads:  # torch was imported before us
+        torch.set_num_threads(threads)
     if device in IN_TREE:
         mod = getattr(torch, device, None)
         if device != "cpu" and not (mod is not None and hasattr(mod, "is_available") and mod.is_available()):

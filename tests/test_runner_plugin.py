@@ -1,5 +1,6 @@
 """The plugin on small fixture files: every outcome class, sinks, inertness, options."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -146,6 +147,29 @@ def test_run_record_reads_torch_version_without_importing_torch():
             "assert v == (torch.__version__, torch.version.git_version), v; print(v)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_xdist_workers_share_the_cpus_out(tmp_path, monkeypatch):
+    from torchconform.collectors.device import worker_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    assert worker_threads() == max(1, (os.cpu_count() or 1) // 2)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")      # the user's choice wins
+    assert worker_threads() == 0
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")       # not a worker: torch's default
+    assert worker_threads() == 0
+    # for real: each of two workers runs with its share of the CPUs
+    probe = tmp_path / "test_threads.py"
+    probe.write_text("import os, torch\n"
+                     "def test_threads():\n"
+                     "    assert torch.get_num_threads() == max(1, (os.cpu_count() or 1) // 2)\n"
+                     "    assert os.environ['OMP_NUM_THREADS'] == str(torch.get_num_threads())\n")
+    env = {k: v for k, v in child_env().items() if k != "OMP_NUM_THREADS"}
+    proc, _, outcomes = run_pytest([probe, "--tc-device", "cpu", "-n", "2"], tmp_path, env=env, check_rc=(0,))
+    assert [o.outcome for o in outcomes] == ["pass"]
 
 
 def test_xdist_equals_serial_on_fixtures(tmp_path, fixture_run):

@@ -61,7 +61,7 @@ def format_breakdown(b: dict, top: int = 10) -> str:
         lines.append(f"      {kind:<18} {b['backend_skip_kinds'][kind]:>8}")
     lines.append(f"  expected failures {o[XFAIL]}, unexpected passes {o[XPASS]}")
     if b["missing_ops"]:
-        lines.append(f"  top missing operators (tests blocked):")
+        lines.append("  top missing operators (tests blocked):")
         for row in b["missing_ops"][:top]:
             lines.append(f"    {row['tests']:>7}  {row['op']}")
     return "\n".join(lines)

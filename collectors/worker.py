@@ -7,7 +7,6 @@ serialises to the controller along with the report.
 from __future__ import annotations
 
 import os
-import re
 import warnings
 
 import pytest

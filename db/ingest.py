@@ -55,7 +55,6 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
         from torchconform.skiplists.profile import load_profile
         profile = load_profile(profile)
     readers = [JunitReader(p, suite=suite, profile=profile) for p in paths]  # missing files fail first
-    size = sum(os.path.getsize(p) for p in paths)
     big = sum(os.path.getsize(p) for p in paths) >= PIPELINE_MIN_BYTES
     batches = ParsedInChild(readers) if big and _can_fork() else parsed_here(readers)
     total = 0

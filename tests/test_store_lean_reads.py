@@ -7,7 +7,6 @@ from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from test_store_queries import O, every_kind, store_build
 from torchconform.ci.gate import index
 from torchconform.ci.pipeline import load_records
-from torchconform.dashboard.model import ROW_COLUMNS, BuildRows, diff_from_maps
 from torchconform.db import queries
 from torchconform.db.ingest import JunitReader, ingest
 from torchconform.errors import UserError
@@ -53,21 +52,6 @@ def test_gate_records_equal_the_outcome_path(store):
         slow = index(queries.iter_outcomes(store, build))
         assert fast == slow and list(fast) == list(slow)
     assert load_records(store, "b2")["t::add_f16"]["fallback_ops"] == ["aten::add.out", "aten::mul.Tensor"]
-
-
-def test_site_one_pass_derivations_equal_the_queries(store):
-    two_builds(store)
-    first = queries.first_missing_builds(store)
-    assert first["aten::new_op"][0] == "b2" and first["aten::cat.out"][0] == "b1"
-    maps = {}
-    for build in ("b1", "b2"):
-        data = BuildRows(build, list(queries.latest_rows(store, build, ROW_COLUMNS)))
-        for by in ("suite", "file"):
-            assert data.summary_by(queries, by) == queries.summary_by(store, build, by)
-        assert data.op_matrix(queries) == queries.op_matrix(store, build, exclude_suites=("models",))
-        assert data.leaderboard(queries, first) == queries.missing_op_leaderboard(store, build)
-        maps[build] = data.latest_map()
-    assert diff_from_maps(queries, "b1", maps["b1"], "b2", maps["b2"]) == queries.diff(store, "b1", "b2")
 
 
 def test_op_matrix_can_leave_the_model_zoo_out(store):

@@ -88,28 +88,6 @@ _KIND_AT = {k: len(OUTCOMES) + i for i, k in enumerate(BACKEND_SKIP_KINDS)}
 _N_OUTCOMES = len(OUTCOMES)
 
 
-def cells_from_counts(counts: dict, skip_suite: str) -> list[dict]:
-    """op_matrix-shaped cells (as ``queries.matrix_cells`` makes them) from
-    {(suite, op, variant, dtype, outcome, kind): tests}, leaving ``skip_suite`` out.
-
-    The cells carry their numbers as one list in COUNT_NAMES order (``numbers``),
-    which ``build_matrix`` takes as is; no per-outcome dicts are built."""
-    cells: dict[tuple, list] = {}
-    for (suite, op, variant, dtype, outcome, kind), n in counts.items():
-        if not op or suite == skip_suite:
-            continue
-        numbers = cells.get((op, variant, dtype))
-        if numbers is None:
-            numbers = cells[(op, variant, dtype)] = [0] * len(COUNT_NAMES)
-        at = _COUNT_AT.get(outcome)
-        if at is not None:
-            numbers[at] += n
-        # matrix_cells counts kinds of skip_backend results only
-        if outcome == "skip_backend" and kind in _KIND_AT:
-            numbers[_KIND_AT[kind]] += n
-    return [{"op": k[0], "variant": k[1], "dtype": k[2], "numbers": cells[k]} for k in sorted(cells)]
-
-
 def _numbers(row: dict) -> list:
     numbers = row.get("numbers")
     if numbers is not None:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 from collections import namedtuple
 from dataclasses import dataclass
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
 
 from torchconform.collectors.outcome import Outcome
-from torchconform.dashboard.model import ROW_COLUMNS, BuildInfo
+from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.styles import ABSENT_CODE, CODE_LABELS, outcome_code
 
 _ABSENT = ord(ABSENT_CODE)
@@ -42,11 +42,6 @@ def read_data_file(path: Path):
 
 # The model-zoo rows a build keeps for the models page and its search data.
 ModelRow = namedtuple("ModelRow", "test_id op outcome variant kind missing_op message name")
-# Where encode_rows finds each field in a row: BuildRows' ROW_COLUMNS, or the tuples ``add`` makes.
-_ROW_AT = {c: ROW_COLUMNS.index(c) for c in ("test_id", "suite", "op", "variant", "outcome", "kind",
-                                            "missing_op", "message", "name")}
-_OUTCOME_AT = {c: i for i, c in enumerate(("test_id", "suite", "op", "variant", "outcome", "kind",
-                                           "missing_op", "message", "name"))}
 _MISSING = ord("M")
 
 
@@ -71,20 +66,8 @@ class EncodedBuild:
     models: list
 
 
-def encode_rows(rows: list, at: dict = _ROW_AT, previous_ids: list | None = None) -> EncodedBuild:
-    """Encode rows (ROW_COLUMNS tuples by default); the per-row work is C-level maps."""
-    tid, suite, outcome, kind, mop = (at[c] for c in ("test_id", "suite", "outcome", "kind", "missing_op"))
-    ids = list(map(itemgetter(tid), rows))
-    codes = bytes(map(_CODES.__getitem__, zip(map(itemgetter(outcome), rows), map(itemgetter(kind), rows))))
-    flagged = np.flatnonzero(np.frombuffer(codes, dtype=np.uint8) == _MISSING).tolist()
-    missing = {k: rows[k][mop] for k in flagged if rows[k][mop]}
-    models = sorted((ModelRow(*(r[at[f]] for f in ModelRow._fields)) for r in rows if r[suite] == "models"),
-                    key=attrgetter("test_id"))
-    return EncodedBuild(None if previous_ids is not None and ids == previous_ids else ids, codes, missing, models)
-
-
 def encode_build(data, previous_pk: np.ndarray | None = None) -> EncodedBuild:
-    """``encode_rows``' answer for a build_data.BuildData: codes by array lookup, test ids
+    """One build's search data from a build_data.BuildData: codes by array lookup, test ids
     only when the tests differ from ``previous_pk`` (the previous build encoded here)."""
     from torchconform.dashboard.build_data import CODES
 
@@ -124,14 +107,8 @@ class SearchIndex:
             self.ids.append(test_id)
         return i
 
-    def add(self, slug: str, outcomes) -> None:
-        """Record one build's outcomes (Outcome-like objects) read from the store."""
-        rows = [(o.test_id, o.suite, o.op, o.variant, o.outcome, o.kind, o.missing_op, o.message,
-                 getattr(o, "name", "")) for o in outcomes]
-        self.add_encoded(slug, encode_rows(rows, _OUTCOME_AT))
-
     def add_encoded(self, slug: str, enc: "EncodedBuild", same_as: np.ndarray | None = None) -> np.ndarray:
-        """Record a build encoded by ``encode_rows`` (possibly in a worker process).
+        """Record a build encoded by ``encode_build`` (possibly in a worker process).
 
         ``same_as``: the positions of the previous build encoded by the same
         worker, used when ``enc.ids`` is None (same test ids in the same order).

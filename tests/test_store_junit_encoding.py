@@ -145,3 +145,36 @@ def test_bulk_write_restores_the_connection_settings(tmp_path):
         with st.write() as conn:  # the same pooled connection, foreign keys enforced again
             assert conn.connection.driver_connection.execute("PRAGMA foreign_keys").fetchone()[0] == 1
             assert conn.connection.driver_connection.execute("PRAGMA cache_size").fetchone()[0] == -2000
+
+
+def test_junit_sink_rewrites_take_a_bounded_share_of_the_run(tmp_path, monkeypatch):
+    """A rewrite that took 2 s is not repeated for 40 s (5 %), a quick one every 10 s;
+    the end of the run always writes."""
+    from torchconform.collectors import sink_junit
+
+    clock = [100.0]
+    writes = []
+
+    def fake_write(path, run, outcomes):
+        writes.append((clock[0], len(outcomes)))
+        clock[0] += cost[0]
+
+    cost = [2.0]
+    monkeypatch.setattr(sink_junit.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(sink_junit, "write_junit", fake_write)
+    sink = sink_junit.JunitSink(tmp_path / "x.xml")
+    one = tricky_outcomes(1)[:1]
+    for _ in range(30):                      # a batch of outcomes every 3 s
+        sink.pytest_torchconform_outcomes(None, one)
+        clock[0] += 3.0
+    starts = [t for t, _ in writes]
+    assert starts[0] == 100.0 and all(b - a >= 40.0 for a, b in zip(starts, starts[1:]))
+    cost[0] = 0.01
+    before = len(writes)
+    for _ in range(30):
+        sink.pytest_torchconform_outcomes(None, one)
+        clock[0] += 3.0
+    quick = [t for t, _ in writes[before:]]
+    assert len(quick) >= 6 and all(10.0 <= b - a <= 13.0 for a, b in zip(quick, quick[1:]))
+    sink.pytest_torchconform_run_end(None, {}, 0)
+    assert writes[-1][1] == 60

@@ -9,9 +9,7 @@ baseline's arrays when the same run read it, else reads the baseline's results.
 """
 from __future__ import annotations
 
-import gc
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from torchconform.collectors.breakdown import make_breakdown
@@ -21,6 +19,7 @@ from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.pages import build as build_page
 from torchconform.dashboard.pages import diff as diff_page
 from torchconform.dashboard.pages import matrix, missing, search
+from torchconform.gcpause import no_cyclic_gc
 
 
 @dataclass
@@ -39,20 +38,6 @@ def merge_breakdowns(build: str, parts) -> dict:
         kinds.update(b["backend_skip_kinds"])
         missing_ops.update({m["op"]: m["tests"] for m in b["missing_ops"]})
     return make_breakdown(build, outcomes, kinds, missing_ops)
-
-
-@contextmanager
-def no_cyclic_gc():
-    """Pause the cyclic garbage collector: a build holds ~150k row tuples, and every
-    collection the many small allocations trigger walks them all (about a sixth of
-    the run).  Rows and maps are freed by reference counting; nothing here makes cycles."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _by_rows(by: dict) -> list[dict]:

@@ -20,7 +20,7 @@ from torchconform.dashboard import cache, charts, parallel
 from torchconform.dashboard.build_data import TestTable
 from torchconform.dashboard.model import groups_of, load_builds
 from torchconform.dashboard.pages import home, missing, models, search
-from torchconform.dashboard.per_build import no_cyclic_gc
+from torchconform.gcpause import no_cyclic_gc
 from torchconform.dashboard.render import STATIC, Site
 from torchconform.errors import UserError
 

@@ -1,17 +1,13 @@
 """Load JUnit XML from any runner into the store.
 
-Test cases that carry torchconform's ``tc.*`` properties (written by the
-runner's JUnit sink, see collectors/sink_junit.py) are taken as they are;
-others are classified from their failure/error/skip messages by the one
-classifier, ``collectors.classify.classify_text``, so an ingested file and a
-live run of the same tests agree.
-
-All files are parsed and checked before anything is written, and the whole
-ingest is one transaction: bad input stores nothing.
+Parsing and classification live in ``db/junit_reader.py`` (the runner's ``tc``
+property taken as it is, other test cases classified by the one classifier); this
+module stores what it reads.  The whole ingest is one transaction, written batch by
+batch as the files are parsed: bad input anywhere rolls it back, so nothing is stored.
+Big inputs are parsed in a second process while this one stores (``ParsedInChild``).
 """
 from __future__ import annotations
 
-import contextlib
 import gc
 import multiprocessing
 import os
@@ -22,6 +18,7 @@ from typing import Iterator
 
 from torchconform.db.junit_reader import JunitReader, parse_junit  # noqa: F401  (the reader's home)
 from torchconform.errors import UserError
+from torchconform.gcpause import no_cyclic_gc
 
 # Test cases per batch: one add_rows call, and one message from the parsing process.
 BATCH = 10_000
@@ -59,7 +56,7 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
     batches = ParsedInChild(readers) if big and _can_fork() else parsed_here(readers)
     total = 0
     try:
-        with store.write(bulk=True) as conn, _collector_paused():
+        with store.write(bulk=True) as conn, no_cyclic_gc():
             store.ensure_build(build, append=append, conn=conn)
             meta: dict = {}
             run_id = None
@@ -78,19 +75,6 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
     finally:
         batches.close()  # stops a parsing process still running (an error on this side)
     return {"build": build, "files": len(readers), "outcomes": total}
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    """A bulk load creates ~20 container objects per test case and no cycles; the
-    cyclic collector would walk them again and again for nothing."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _start(store, conn, build, path, batch, host, command) -> int:

@@ -376,7 +376,7 @@ def make_engine(url: str) -> Engine:
         if backend == "postgresql":
             return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
     except NoSuchModuleError:
-        pass
+        pass  # a dialect SQLAlchemy does not know: the unsupported-URL error below
     except ImportError as exc:
         raise UserError(f"database driver for {backend} is missing ({exc}); install it with "
                         "`pip install 'torchconform[postgres]'`") from None

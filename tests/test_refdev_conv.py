@@ -14,6 +14,7 @@ import sys
 import textwrap
 
 import pytest
+from support import refdev_with
 import torch
 import torch.nn.functional as F
 
@@ -30,14 +31,7 @@ NEEDED = (
 
 @pytest.fixture(scope="module")
 def dev():
-    name = refdev.load()
-    # Skip only for a profile that deliberately lacks an operator used here; an
-    # operator absent from describe() altogether is a refdev bug and must fail.
-    info = refdev.describe()
-    lacking = [op for op in NEEDED if op in info["missing"] or op in info["fallback"]]
-    if lacking:
-        pytest.skip(f"profile {refdev.describe()['profile']} lacks {', '.join(lacking)}")
-    return name
+    return refdev_with(NEEDED)
 
 
 def _leaves(tensors, device):

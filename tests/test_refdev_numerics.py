@@ -6,6 +6,7 @@ differently; that was the layer_norm mismatch of up to 9e-5).
 
 In-process: every operator used is implemented in young-backend and full."""
 import pytest
+from support import refdev_with
 import torch
 import torch.nn.functional as F
 
@@ -18,14 +19,7 @@ NEEDED = ("aten::native_layer_norm", "aten::native_layer_norm_backward", "aten::
 
 @pytest.fixture(scope="module")
 def dev():
-    name = refdev.load()
-    # Skip only for a profile that deliberately lacks an operator used here; an
-    # operator absent from describe() altogether is a refdev bug and must fail.
-    info = refdev.describe()
-    lacking = [op for op in NEEDED if op in info["missing"] or op in info["fallback"]]
-    if lacking:
-        pytest.skip(f"profile {refdev.describe()['profile']} lacks {', '.join(lacking)}")
-    return name
+    return refdev_with(NEEDED)
 
 
 def _t(*shape, seed=0, scale=10.0):

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from support import child_env
 
 from torchconform.db import queries
 from torchconform.db.store import open_store
@@ -35,14 +36,6 @@ STALE = """\
     issue: https://github.com/torchconform/refdev/issues/98
     added: 2026-11-30
 """
-
-
-def child_env(**extra):
-    """Environment for a child pytest: without the xdist worker variables of this
-    run (the child would take itself for a worker and record nothing)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
-    env.update(extra)
-    return env
 
 
 def cli(*args):

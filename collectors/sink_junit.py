@@ -12,8 +12,9 @@ percent-escape ``%``, ``;`` and ``=``).  The test suite names a default for the
 fields many tests share (``tc.default.<field>``, the most common value), and a test
 case writes a field only where it differs from that default; ``test_id`` is written
 only when it is not the ``file::Class::name`` a reader rebuilds from the test
-case's attributes, and ``attempt`` only when it is not 1.  Readers also accept one
-``tc.<field>`` property per field (the older form).
+case's attributes, ``attempt`` only when it is not 1, and ``message`` only for a
+passing outcome (pass, pass_fallback, xpass), which has no result element to carry it.
+Readers also accept one ``tc.<field>`` property per field (the older form).
 """
 from __future__ import annotations
 
@@ -26,12 +27,14 @@ from collections import Counter
 from xml.sax.saxutils import escape, quoteattr
 
 from torchconform.collectors.outcome import (
-    CRASH, ERROR, FAIL, SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, Outcome,
+    CRASH, ERROR, FAIL, PASS, PASS_FALLBACK, SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, XPASS, Outcome,
 )
 
 # Outcome fields a test case's ``tc`` property carries (ingest reads these back).
 TC_FIELDS = ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "op", "variant", "dtype",
-             "device", "suite", "test_id", "repro", "attempt")
+             "device", "suite", "test_id", "repro", "attempt", "message")
+# Outcomes written as a passing test case: no result element carries their message.
+PASSING = frozenset({PASS, PASS_FALLBACK, XPASS})
 # Fields the test suite may give a default for: short values that most tests of a run share.
 DEFAULTABLE = ("outcome", "kind", "device", "suite", "variant", "dtype")
 # Run-level properties, written as tc.run.<key> on the test suite.
@@ -133,6 +136,8 @@ def case_fields(o: Outcome, defaults: dict[str, str], classname: str, name: str)
             value = "" if value in (1, None) else str(value)
         elif field == "test_id" and value == test_id_of_case(classname, name, o.file):
             continue
+        elif field == "message" and o.outcome not in PASSING:
+            continue  # the <failure>/<error>/<skipped> element carries it
         if value or field == "outcome":
             props.append((field, value))
     return props

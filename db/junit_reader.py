@@ -194,7 +194,7 @@ def case_record(attrs: dict, props: dict, result_tag: str, result_attrs: dict, r
         duration = float(attrs.get("time") or 0.0)
     except ValueError:
         duration = 0.0
-    message = (result_attrs.get("message") or result_text) if result_tag else ""
+    message = (result_attrs.get("message") or result_text) if result_tag else props.get("message", "")
     file_ = attrs.get("file") or ""
     test_id = props.get("test_id") or test_id_of_case(classname, name, file_)
     test = (test_id, suite, file_, class_part(classname, file_), name, props.get("op", ""),

@@ -37,6 +37,14 @@ def tricky_outcomes(n=60):
                 cls="TestCommonREFDEV", name="test_ansi", device="refdev:0",
                 message="AssertionError: \x1b[31mred\x1b[0m <b>&\"x\""),
     ]
+    # every other outcome class and backend-skip kind, each distinguishable only by its tc fields
+    for outcome, kind in (("error", ""), ("crash", ""), ("timeout", ""), ("xfail", ""), ("xpass", ""),
+                          ("skip_eligibility", ""), ("skip_backend", "unsupported_dtype"),
+                          ("skip_backend", "not_executed")):
+        name = f"test_{outcome}_{kind or 'none'}"
+        out.insert(len(out) - 1, Outcome(f"test/test_ops.py::TestCommonREFDEV::{name}", outcome, kind=kind,
+                                         suite="ops", file="test/test_ops.py", cls="TestCommonREFDEV", name=name,
+                                         device="refdev:0", message=f"{outcome} {kind}".strip()))
     return out
 
 
@@ -71,7 +79,10 @@ def test_lean_junit_round_trips_every_field(tmp_path):
     expected[-1]["message"] = expected[-1]["message"].replace("\x1b", "\ufffd")
     assert got == expected
     # the empty device overrides the suite's default instead of inheriting it
-    assert back[-4].device == "" and back[-4].suite == "modules"
+    weird = next(o for o in back if o.test_id == "weird id;with=signs%20")
+    assert weird.device == "" and weird.suite == "modules"
+    # an unexpected pass keeps its message although a passing test case has no result element
+    assert next(o for o in back if o.outcome == "xpass").message == "xpass"
 
 
 def test_older_one_property_per_field_files_still_read(tmp_path):

@@ -47,7 +47,7 @@ def ninja_on_path() -> str | None:
         if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
             os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
     except ImportError:
-        pass
+        pass  # no ninja wheel: torch builds with the ninja on PATH, or says it is missing
     return shutil.which("ninja")
 
 

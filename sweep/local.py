@@ -126,7 +126,7 @@ class LocalEngine:
                     try:
                         slot.conn.send(None)
                     except (OSError, ValueError):
-                        pass
+                        pass  # the worker already exited: nothing to tell it
             deadline = time.monotonic() + 5
             for slot in slots:
                 if slot.proc is not None:

@@ -100,7 +100,7 @@ def test_vision_families_are_skipped_with_a_clear_reason_when_missing():
             __import__(pkg)
             continue
         except ImportError:
-            pass
+            pass  # not installed: it must be refused with the clear reason below
         with pytest.raises(Unbuildable, match=r"torchconform\[vision\]"):
             catalog.build(model_id)
         notes = []

@@ -86,7 +86,7 @@ def checkout_commit(src: str) -> str | None:
                 return None
             return lines[1]
     except (OSError, subprocess.SubprocessError):
-        pass
+        pass  # not a git checkout, or no git: try reading .git directly below
     # No git binary (or a bare copy of .git): read HEAD ourselves.
     head = os.path.join(src, ".git", "HEAD")
     try:
@@ -101,7 +101,7 @@ def checkout_commit(src: str) -> str | None:
         with open(os.path.join(src, ".git", ref), encoding="utf-8") as fh:
             return fh.read().strip() or None
     except OSError:
-        pass
+        pass  # a packed ref: look in packed-refs below
     try:
         with open(os.path.join(src, ".git", "packed-refs"), encoding="utf-8") as fh:
             for line in fh:
@@ -109,7 +109,7 @@ def checkout_commit(src: str) -> str | None:
                 if len(parts) == 2 and parts[1] == ref:
                     return parts[0]
     except OSError:
-        pass
+        pass  # no packed-refs either: the revision stays unknown
     return None
 
 

@@ -39,6 +39,9 @@ assert sum(n for (o, _), n in SEED_MIX if o.startswith("skip")) == 69_000
 VARIANTS = ("forward", "gradient", "out", "compiled")
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "complex64", "bool")
 N_OPS = 600            # OpInfo-like operators
+# Every outcome the runner records carries its rerun command, like this one.
+REPRO = ("/opt/venv/bin/python -m pytest /home/ci/pytorch/{test_id} --tc-device refdev "
+         "--tc-profile /home/ci/torchconform/skiplists/refdev/profile.yaml --tc-ops {op}")
 N_MISSING_OPS = 300    # "a few hundred" missing operator overloads
 FILES = ("test/test_ops.py", "test/test_ops_gradients.py", "test/test_torch.py", "test/test_nn.py",
          "test/test_binary_ufuncs.py", "test/test_unary_ufuncs.py", "test/test_reductions.py")
@@ -86,9 +89,10 @@ def synthetic_outcomes(n: int = SEED_TOTAL, seed: int = 0, drift: float = 0.0, s
         file_ = FILES[i % len(FILES)]
         cls = "TestCommonREFDEV"
         name = f"test_{variant}_{op}_refdev_{dtype}" + (f"_{rep}" if rep else "")
-        o = dict(test_id=f"{file_}::{cls}::{name}", outcome=outcome, kind=kind, suite=suite, file=file_, cls=cls,
+        test_id = f"{file_}::{cls}::{name}"
+        o = dict(test_id=test_id, outcome=outcome, kind=kind, suite=suite, file=file_, cls=cls,
                  name=name, op=op, variant=variant, dtype=dtype, device="refdev:0",
-                 duration=round(0.001 + (i % 97) * 0.0005, 4))
+                 duration=round(0.001 + (i % 97) * 0.0005, 4), repro=REPRO.format(test_id=test_id, op=op))
         if kind == "missing_op":
             mop = missing_for[i]
             o.update(missing_op=mop, message=f"NotImplementedError: Could not run '{mop}' with arguments from the 'PrivateUse1' backend.")
@@ -113,7 +117,7 @@ def synthetic_outcomes(n: int = SEED_TOTAL, seed: int = 0, drift: float = 0.0, s
 
 
 def write_junit_file(path: str, outcomes: list[Outcome], build: str = "synthetic", suite: str = "ops") -> None:
-    """JUnit XML exactly as the runner's sink writes it (tc.* properties)."""
+    """JUnit XML exactly as the runner's sink writes it (tc attributes, suite defaults)."""
     from torchconform.collectors.sink_junit import write_junit_stream
 
     with open(path, "w", encoding="utf-8") as out:
@@ -122,7 +126,7 @@ def write_junit_file(path: str, outcomes: list[Outcome], build: str = "synthetic
 
 
 def write_plain_junit_file(path: str, outcomes: list[Outcome]) -> None:
-    """The same outcomes as plain pytest --junitxml output (no tc.* properties):
+    """The same outcomes as plain pytest --junitxml output (no tc attributes):
     ingest must classify these from their messages."""
     from xml.sax.saxutils import quoteattr
 
@@ -172,7 +176,7 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=SEED_TOTAL, help=f"outcomes (default {SEED_TOTAL})")
     p.add_argument("--seed", type=int, default=0, help="build seed (0 = the reference build)")
     p.add_argument("--drift", type=float, default=0.02, help="share of tests reshuffled for seed != 0")
-    p.add_argument("--plain", action="store_true", help="plain pytest JUnit (no tc.* properties)")
+    p.add_argument("--plain", action="store_true", help="plain pytest JUnit (no tc attributes)")
     args = p.parse_args(argv)
     outcomes = synthetic_outcomes(args.n, seed=args.seed, drift=args.drift)
     if args.plain:

@@ -4,7 +4,7 @@
 
 Measures, each in a fresh process so peak memory is the ingest's own:
   * ingest of the synthetic seed build (bench/gen_outcomes.py) into SQLite, for the
-    runner's JUnit (tc.* properties) and for plain pytest JUnit (classified);
+    runner's JUnit (tc attributes) and for plain pytest JUnit (classified);
     target <= 2 s, and the store part <= 2x a raw sqlite3.executemany of the same rows;
   * the same into PostgreSQL (a throwaway server, as in the tests);
   * peak memory of an ingest (target <= 500 MB);

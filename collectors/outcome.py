@@ -53,6 +53,23 @@ def bound_message(text: str | None, limit: int = MESSAGE_LIMIT) -> str:
     return ""
 
 
+def repro_template(repro: str, test_id: str, op: str) -> str:
+    """``repro`` with its test id written ``{id}`` and a word equal to its op written
+    ``{op}``: the runner's repro commands differ only there, so one template serves a
+    whole run.  "" when ``render_repro`` would not give ``repro`` back exactly."""
+    if not repro:
+        return ""
+    template = repro.replace(test_id, "{id}") if test_id else repro
+    if op:
+        template = " ".join("{op}" if word == op else word for word in template.split(" "))
+    return template if render_repro(template, test_id, op) == repro else ""
+
+
+def render_repro(template: str, test_id: str, op: str) -> str:
+    """A test's repro command from its suite's template (inverse of ``repro_template``)."""
+    return template.replace("{id}", test_id).replace("{op}", op)
+
+
 def check_outcome(outcome: str, kind: str) -> None:
     """ValueError unless ``outcome``/``kind`` is a valid pair (every record passes this)."""
     if outcome not in OUTCOMES:

@@ -1,20 +1,29 @@
-"""JUnit XML sink: standard JUnit, classification carried as ``<properties>``.
+"""JUnit XML sink: standard JUnit, classification carried in a ``tc`` attribute.
 
 Any JUnit reader sees ordinary pass/failure/error/skipped test cases; torchconform's
-ingest reads the ``tc.*`` properties back (documented in docs/classification.md).
+ingest reads the ``tc`` attribute back (documented in docs/classification.md).
 The file is rewritten atomically at every flush, so a killed run still leaves a
 valid file holding what finished.
 
 The encoding is lean on purpose: a nightly build has ~150k test cases and the file
 is parsed again at every ingest, where each XML element costs.  A test case carries
-one property, ``tc``, packing its fields as ``field=value;field=value`` (values
-percent-escape ``%``, ``;`` and ``=``).  The test suite names a default for the
-fields many tests share (``tc.default.<field>``, the most common value), and a test
-case writes a field only where it differs from that default; ``test_id`` is written
+one extra attribute, ``tc``, packing its fields as ``field=value;field=value``
+(values percent-escape ``%``, ``;`` and ``=``).  An attribute and not a
+``<properties>`` child: per-test properties are no more part of the JUnit schema
+than an extra attribute (pytest's ``record_property`` documents that they break
+schema validation), readers ignore attributes they do not know, and the two
+elements a property needs cost more to parse than the rest of the test case.
+
+The test suite names a default for the fields many tests share
+(``tc.default.<field>``, the most common value), and a test case writes a field only
+where it differs from that default; ``test_id`` is written
 only when it is not the ``file::Class::name`` a reader rebuilds from the test
-case's attributes, ``attempt`` only when it is not 1, and ``message`` only for a
-passing outcome (pass, pass_fallback, xpass), which has no result element to carry it.
-Readers also accept one ``tc.<field>`` property per field (the older form).
+case's attributes, ``attempt`` only when it is not 1, ``repro`` only when the suite's
+template (``tc.default.repro``, with ``{id}`` and ``{op}`` standing for the test's id
+and op) does not give it, and ``message`` only for a passing outcome (pass,
+pass_fallback, xpass), which has no result element to carry it.
+Readers also accept the older forms: the same packed value in a ``tc`` property,
+or one ``tc.<field>`` property per field.
 """
 from __future__ import annotations
 
@@ -28,15 +37,17 @@ from xml.sax.saxutils import escape, quoteattr
 
 from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, PASS, PASS_FALLBACK, SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, XPASS, Outcome,
+    render_repro, repro_template,
 )
 
-# Outcome fields a test case's ``tc`` property carries (ingest reads these back).
+# Outcome fields a test case's ``tc`` attribute carries (ingest reads these back).
 TC_FIELDS = ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "op", "variant", "dtype",
              "device", "suite", "test_id", "repro", "attempt", "message")
 # Outcomes written as a passing test case: no result element carries their message.
 PASSING = frozenset({PASS, PASS_FALLBACK, XPASS})
-# Fields the test suite may give a default for: short values that most tests of a run share.
-DEFAULTABLE = ("outcome", "kind", "device", "suite", "variant", "dtype")
+# Fields the test suite may give a default for: short values that most tests of a run
+# share, and the repro command as a template (see ``repro_template``).
+DEFAULTABLE = ("outcome", "kind", "device", "suite", "variant", "dtype", "repro")
 # Run-level properties, written as tc.run.<key> on the test suite.
 RUN_KEYS = ("build", "suite", "selection", "device", "profile", "backend", "shard", "torch_version",
             "branch", "commit")
@@ -76,19 +87,33 @@ def class_part(classname: str, file: str) -> str:
 
 
 def test_id_of_case(classname: str, name: str, file: str) -> str:
-    """The test id a JUnit test case names without a ``tc.test_id`` property: with a file
+    """The test id a JUnit test case names without a ``test_id`` tc field: with a file
     attribute pytest's node id (file::Class::name), else the convention classname::name."""
+    prefix = _test_id_prefix(classname, file)
+    if name:
+        return prefix + name
+    return prefix[:-2] if file else prefix
+
+
+@functools.lru_cache(maxsize=4096)
+def _test_id_prefix(classname: str, file: str) -> str:
+    # What precedes the test's name in its id, "::" included (called once per test case at ingest).
     if file:
-        return "::".join(p for p in (file, class_part(classname, file), name) if p)
-    return f"{classname}::{name}" if classname else name
+        cls = class_part(classname, file)
+        return f"{file}::{cls}::" if cls else f"{file}::"
+    return f"{classname}::" if classname else ""
 
 
 def suite_defaults(outcomes: list[Outcome]) -> dict[str, str]:
-    """Per DEFAULTABLE field, its most common value, unless that is empty (an empty
-    value is never written anyway): each test holding it saves one property."""
+    """Per DEFAULTABLE field, its most common value (for ``repro``, template), unless
+    that is empty (an empty value is never written anyway): each test holding it saves
+    writing the field."""
     defaults = {}
     for field in DEFAULTABLE:
-        counts = Counter(getattr(o, field) for o in outcomes)
+        if field == "repro":
+            counts = Counter(repro_template(o.repro, o.test_id, o.op) for o in outcomes)
+        else:
+            counts = Counter(getattr(o, field) for o in outcomes)
         if counts:
             value = counts.most_common(1)[0][0]
             if value:
@@ -110,14 +135,17 @@ def _escape_tc(value: str) -> str:
 _TC_SPLIT = re.compile("[;=]")
 
 
-def decode_tc(text: str) -> dict[str, str]:
-    """The fields of a ``tc`` property value (inverse of ``encode_tc``)."""
+def decode_tc(text: str, shared=None) -> dict[str, str]:
+    """The fields of a ``tc`` value (inverse of ``encode_tc``); ``shared(s, s)``, when
+    given, maps each key and value to the str object to use (a reader's interning)."""
     # Values escape ";" and "=", so splitting on both alternates keys and values.
     parts = _TC_SPLIT.split(text)
     if len(parts) % 2:
-        raise ValueError(f"malformed tc property {text[:80]!r} (expected field=value;field=value)")
+        raise ValueError(f"malformed tc value {text[:80]!r} (expected field=value;field=value)")
     if "%" in text:
         parts = [p.replace("%3B", ";").replace("%3D", "=").replace("%25", "%") for p in parts]
+    if shared is not None:
+        parts = list(map(shared, parts, parts))
     return dict(zip(parts[::2], parts[1::2]))
 
 
@@ -126,6 +154,10 @@ def case_fields(o: Outcome, defaults: dict[str, str], classname: str, name: str)
     props = []
     for field in TC_FIELDS:
         value = getattr(o, field)
+        if field == "repro" and "repro" in defaults:
+            if value != render_repro(defaults["repro"], o.test_id, o.op):
+                props.append((field, value))
+            continue
         if field in defaults:
             if value != defaults[field]:
                 props.append((field, value))  # even "", which overrides the default
@@ -146,11 +178,13 @@ def case_fields(o: Outcome, defaults: dict[str, str], classname: str, name: str)
 def testcase_xml(o: Outcome, defaults: dict[str, str]) -> str:
     """One ``<testcase>`` element as text (one line)."""
     classname, name = classname_of(o.file, o.cls), o.name or o.test_id
-    parts = [f"<testcase classname={_attr(classname)} name={_attr(name)} time=\"{o.duration:.3f}\""
-             f" file={_attr(o.file)}>"]
     fields = case_fields(o, defaults, classname, name)
-    if fields:
-        parts.append(f'<properties><property name="tc" value={_attr(encode_tc(fields))} /></properties>')
+    packed = f" tc={_attr(encode_tc(fields))}" if fields else ""
+    head = (f"<testcase classname={_attr(classname)} name={_attr(name)} time=\"{o.duration:.3f}\""
+            f" file={_attr(o.file)}{packed}")
+    if o.outcome in PASSING:
+        return head + " />"
+    parts = [head, ">"]
     if o.outcome == FAIL:
         parts.append(f'<failure message={_attr(o.message)} type="fail">{_text(o.message)}</failure>')
     elif o.outcome in (ERROR, CRASH, TIMEOUT):

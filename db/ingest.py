@@ -35,8 +35,9 @@ class Batch:
     suite: str
     run_properties: dict
     tests: list[tuple]        # db/store.py test_row layout
-    results: list[tuple]      # db/store.py result_fields layout
+    results: list[tuple]      # db/store.py result_fields layout (repro None: the template's)
     last: bool                # the file's final batch
+    repro_template: str       # the file's (JunitReader.repro_template)
 
 
 def ingest(store, paths: list[str], build: str, suite: str | None = None, append: bool = False,
@@ -80,7 +81,8 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
 def _start(store, conn, build, path, batch, host, command) -> int:
     props = batch.run_properties
     return store.start_run(build, suite=batch.suite, selection=props.get("selection") or path,
-                           shard=props.get("shard", ""), host=host, command=command, conn=conn)
+                           shard=props.get("shard", ""), host=host, command=command,
+                           repro_template=batch.repro_template, conn=conn)
 
 
 def parsed_here(readers: list[JunitReader]) -> Iterator[Batch]:
@@ -88,13 +90,14 @@ def parsed_here(readers: list[JunitReader]) -> Iterator[Batch]:
     for index, reader in enumerate(readers):
         tests: list[tuple] = []
         results: list[tuple] = []
-        for test, result in reader.records():
-            tests.append(test)
-            results.append(result)
+        for chunk_tests, chunk_results in reader.record_chunks(compact_repro=True):
+            tests += chunk_tests
+            results += chunk_results
             if len(tests) >= BATCH:
-                yield Batch(index, reader.suite, dict(reader.run_properties), tests, results, False)
+                yield Batch(index, reader.suite, dict(reader.run_properties), tests, results, False,
+                            reader.repro_template or "")
                 tests, results = [], []
-        yield Batch(index, reader.suite, dict(reader.run_properties), tests, results, True)
+        yield Batch(index, reader.suite, dict(reader.run_properties), tests, results, True, reader.repro_template or "")
 
 
 def _can_fork() -> bool:

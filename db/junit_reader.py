@@ -1,8 +1,8 @@
 """Streaming JUnit XML reader: test cases in, Outcome records out.
 
-Test cases that carry torchconform's ``tc`` property (written by the runner's JUnit
-sink, collectors/sink_junit.py, with the suite's ``tc.default.*``; or the older form,
-one ``tc.<field>`` property per field) are taken as they are; others are classified
+Test cases that carry torchconform's ``tc`` attribute (written by the runner's JUnit
+sink, collectors/sink_junit.py, with the suite's ``tc.default.*``; or the older forms,
+a ``tc`` property or one ``tc.<field>`` property per field) are taken as they are; others are classified
 from their failure/error/skip messages by the one classifier,
 ``collectors.classify.classify_text``, so an ingested file and a live run of the same
 tests agree.
@@ -19,7 +19,9 @@ import os
 from xml.parsers import expat
 
 from torchconform.collectors.classify import classify_text
-from torchconform.collectors.outcome import PASS, PASS_FALLBACK, Outcome, bound_message, check_outcome
+from torchconform.collectors.outcome import (
+    PASS, PASS_FALLBACK, Outcome, bound_message, check_outcome, render_repro,
+)
 from torchconform.collectors.sink_junit import class_part, decode_tc, test_id_of_case
 from torchconform.db.store import outcome_from_rows
 from torchconform.errors import UserError
@@ -42,25 +44,28 @@ def _not_junit(path: str, tag: str) -> UserError:
                      "pass a file written by pytest --junitxml or another JUnit reporter")
 
 
-def iter_cases(path: str, run_properties: dict):
-    """Every <testcase> of a JUnit file, streamed, as (attributes, tc fields, result tag,
-    result attributes, result text, captured output, outer suite name, the suite's tc
-    defaults).  ``run_properties`` receives the suites' ``tc.run.*`` as they come."""
-    # expat with closures over plain locals: the handlers run once per element (a
-    # runner report has ~3.5 per test case), so each attribute lookup counts.
+def iter_cases(path: str, run_properties: dict, on_case):
+    """Streams a JUnit file, calling ``on_case(attributes, packed tc value or None,
+    older-form tc fields, result tag, result attributes, result text, captured output,
+    its <testsuite>'s state)`` at each </testcase>; yields (None) after each piece of
+    the file parsed.  A suite's state is [outer suite name, tc defaults, a cache for
+    the reader, repro template]; ``run_properties`` receives the suites' ``tc.run.*``
+    as they come."""
+    # expat with closures over plain locals: the handlers run once per element, so
+    # each attribute lookup counts.
     depth = 0
-    suites: list[tuple[int, str, dict]] = []   # per open <testsuite>: depth, outer name, tc defaults
+    suites: list[tuple[int, list]] = []         # per open <testsuite>: depth, state
     case_depth = -1                             # depth of the open <testcase>, -1 outside one
-    attrs_ = props = result_attrs = None
+    attrs_ = props = result_attrs = packed = None
     result_tag = result_text = ""
     captured: list[str] = []
     text: list[str] | None = None               # character data of the element being captured
     text_depth = 0
     text_into = ""                              # "result", "captured" or a tc field's name
-    done: list[tuple] = []
+    no_suite = ["", {}, {}, ""]
 
     def start(tag, attrs):
-        nonlocal depth, case_depth, attrs_, props, result_tag, result_attrs, result_text, captured
+        nonlocal depth, case_depth, attrs_, props, packed, result_tag, result_attrs, result_text, captured
         nonlocal text, text_depth, text_into
         depth += 1
         if case_depth >= 0:
@@ -68,11 +73,7 @@ def iter_cases(path: str, run_properties: dict):
                 if depth == case_depth + 2:  # <testcase><properties><property>
                     name = attrs.get("name", "")
                     if name == "tc":
-                        try:
-                            props.update(decode_tc(attrs.get("value") or ""))
-                        except ValueError as exc:
-                            raise UserError(f"{path}: test case {attrs_.get('name')!r}: {exc}; regenerate the file "
-                                            "with the torchconform runner") from None
+                        packed = attrs.get("value") or ""
                     elif name.startswith("tc."):
                         value = attrs.get("value")
                         if value is None:
@@ -90,17 +91,21 @@ def iter_cases(path: str, run_properties: dict):
         if depth == 1 and tag not in ("testsuites", "testsuite"):
             raise _not_junit(path, tag)
         if tag == "testcase":
-            case_depth, attrs_, props, result_tag, result_attrs, result_text, captured = depth, attrs, {}, "", {}, "", []
+            case_depth, attrs_, packed, props, result_tag, result_attrs, result_text, captured = \
+                depth, attrs, attrs.get("tc"), {}, "", {}, "", []
         elif tag == "property":
             if suites and depth == suites[-1][0] + 2:  # the suite's own <properties>
                 name = attrs.get("name") or ""
                 if name.startswith("tc.run."):
                     run_properties.setdefault(name[7:], attrs.get("value", ""))
+                elif name == "tc.default.repro":  # a template (outcome.repro_template)
+                    suites[-1][1][3] = attrs.get("value", "")
                 elif name.startswith("tc.default."):
-                    suites[-1][2][name[11:]] = attrs.get("value", "")
+                    suites[-1][1][1][name[11:]] = attrs.get("value", "")
         elif tag == "testsuite":
-            suites.append((depth, suites[0][1] if suites else (attrs.get("name") or ""),
-                           dict(suites[-1][2]) if suites else {}))
+            outer = suites[-1][1] if suites else None
+            suites.append((depth, [outer[0], dict(outer[1]), {}, outer[3]] if outer else
+                           [attrs.get("name") or "", {}, {}, ""]))
 
     def end(tag):
         nonlocal depth, case_depth, text, result_text
@@ -114,8 +119,8 @@ def iter_cases(path: str, run_properties: dict):
                 props[text_into] = joined
         elif depth == case_depth:
             case_depth = -1
-            suite = suites[-1] if suites else (0, "", {})
-            done.append((attrs_, props, result_tag, result_attrs, result_text, captured, suite[1], suite[2]))
+            on_case(attrs_, packed, props, result_tag, result_attrs, result_text, captured,
+                    suites[-1][1] if suites else no_suite)
         elif suites and depth == suites[-1][0]:
             suites.pop()
         depth -= 1
@@ -137,8 +142,7 @@ def iter_cases(path: str, run_properties: dict):
                 parser.Parse(chunk, not chunk)
             except expat.ExpatError as exc:
                 raise _parse_error(path, exc) from None
-            yield from done
-            done.clear()
+            yield
             if not chunk:
                 return
 
@@ -159,6 +163,8 @@ class JunitReader:
         self.suite = suite or ""
         self.profile = profile
         self.run_properties: dict[str, str] = {}
+        # The repro template of the first test case's suite: see ``record_chunks``.
+        self.repro_template: str | None = None
         self.count = 0
         # The classifier is a pure function of its input, so its verdicts are cached.
         self._verdicts: dict = {}
@@ -168,52 +174,142 @@ class JunitReader:
         for test, result in self.records():
             yield outcome_from_rows(test, result)
 
-    def records(self):
+    def records(self, compact_repro: bool = False):
         """Per test case, its ``tests`` row and ``results`` fields (db/store.py's ``test_row``
         and ``result_fields`` layout): what ingest stores, without building Outcome objects."""
+        for tests, results in self.record_chunks(compact_repro):
+            yield from zip(tests, results)
+
+    def record_chunks(self, compact_repro: bool = False):
+        """``records`` a parsed piece of the file at a time, as two lists (tests rows,
+        results fields) that ingest extends its batches with.
+
+        ``compact_repro``: a repro command that ``repro_template`` (the file's, fixed
+        at its first test case) gives is left as None, as the store keeps it (a run
+        started with that template renders it on reading)."""
         self.run_properties = {}
-        override, run_props = self.suite_override, self.run_properties
-        for attrs, props, result_tag, result_attrs, result_text, captured, outer, defaults in \
-                iter_cases(self.path, run_props):
-            if defaults:
-                props = {**defaults, **props}
+        self.repro_template = None
+        self.count = 0
+        override, run_props, path, profile, verdicts = (self.suite_override, self.run_properties, self.path,
+                                                        self.profile, self._verdicts)
+        # The rows repeat the same files, skip messages and tc values thousands of times:
+        # one str object per distinct value (per chunk) saves memory and lets pickle
+        # (ingest sends the rows from its parsing process) write each value once.
+        strings: dict[str, str] = {}
+        shared = strings.setdefault   # shared(s, s): the one object equal to s
+        first_template = None
+        tests: list[tuple] = []
+        results: list[tuple] = []
+
+        def new_entry(attrs, fields, state) -> tuple:
+            # What a test case's tc fields (its suite's defaults applied) say, checked
+            # once per distinct tc value: (tests-row tail, test id or "", suite,
+            # results-row head, a passing outcome's message, repro, template to render
+            # the repro from).  Repro: its own, "" with no template, None when left to
+            # the run's template (compact_repro), else rendered per test.
+            outcome, kind = fields["outcome"], fields.get("kind", "")
+            try:
+                check_outcome(outcome, kind)
+                attempt = int(fields.get("attempt") or 1)
+            except ValueError as exc:
+                test = fields.get("test_id") or attrs.get("name")
+                raise UserError(f"{path}: test {test!r} has inconsistent tc properties ({exc}); "
+                                "regenerate the file with the torchconform runner") from None
             # --suite wins, then the runner's per-test tc suite, then the run's, then the outer suite's name.
-            suite = override or props.get("suite") or run_props.get("suite") or outer
+            suite = override or fields.get("suite") or run_props.get("suite") or state[0]
             self.suite = self.suite or suite
-            yield case_record(attrs, props, result_tag, result_attrs, result_text, captured, suite, self.profile,
-                              self.path, self._verdicts)
-            self.count += 1
+            fallback = fields.get("fallback_ops", "")
+            repro, render_from, template = fields.get("repro"), "", state[3]
+            if repro is None:
+                if not template:
+                    repro = ""
+                elif not (compact_repro and template == first_template):
+                    render_from = template
+            return ((fields.get("op", ""), fields.get("variant", ""), fields.get("dtype", "")),
+                    fields.get("test_id", ""), suite,
+                    (attempt, outcome, kind, fields.get("missing_op", ""),
+                     " ".join(fallback.replace(",", " ").split()) if fallback else "",
+                     fields.get("skiplist_entry", ""), fields.get("device", "")),
+                    fields.get("message", ""), repro, render_from)
+
+        def on_case(attrs, packed, props, result_tag, result_attrs, result_text, captured, state):
+            # Called by the parser at each </testcase>: one tests row and one results row.
+            nonlocal first_template
+            if first_template is None:
+                first_template = self.repro_template = state[3]
+            # The runner's form, a packed tc value or none (with its suite's defaults),
+            # repeats across tests: its checked entry is cached per suite.
+            entry = None if props else state[2].get(packed)
+            if entry is None:
+                defaults = state[1]
+                fields = {**defaults, **_decode(packed, path, attrs, shared), **props} if packed or defaults else props
+                if not fields.get("outcome"):
+                    suite = override or fields.get("suite") or run_props.get("suite") or state[0]
+                    self.suite = self.suite or suite
+                    test, result = classified_record(attrs, fields, result_tag, result_attrs, result_text, captured,
+                                                     suite, profile, verdicts, shared)
+                    tests.append(test)
+                    results.append(result)
+                    return
+                entry = new_entry(attrs, fields, state)
+                if not props and len(state[2]) < CACHE_LIMIT:
+                    state[2][packed] = entry
+            tail, test_id, suite, head, message, repro, render_from = entry
+            classname = attrs.get("classname") or ""
+            name = attrs.get("name") or ""
+            file_ = attrs.get("file") or ""
+            test_id = test_id or test_id_of_case(classname, name, file_)
+            if render_from:
+                repro = render_repro(render_from, test_id, tail[0])
+            if result_tag:
+                message = result_attrs.get("message") or result_text
+            if message:
+                message = bound_message(message)
+                message = shared(message, message)
+            duration = attrs.get("time")
+            try:
+                duration = float(duration) if duration else 0.0
+            except ValueError:
+                duration = 0.0
+            tests.append((test_id, suite, shared(file_, file_), class_part(classname, file_), name) + tail)
+            results.append(head + (duration, message, repro))
+
+        for _ in iter_cases(path, run_props, on_case):
+            if tests:
+                chunk = (tests, results)
+                tests, results = [], []
+                strings.clear()  # the objects stay shared within a chunk, enough for pickle
+                self.count += len(chunk[0])
+                yield chunk
 
 
-def case_record(attrs: dict, props: dict, result_tag: str, result_attrs: dict, result_text: str,
-                captured: list[str], suite: str, profile, path: str, cache: dict) -> tuple[tuple, tuple]:
-    """One test case -> (tests row, results fields): its tc fields first, else the classifier."""
+def _decode(packed: str | None, path: str, attrs: dict, shared) -> dict:
+    if not packed:
+        return {}
+    try:
+        return decode_tc(packed, shared)
+    except ValueError as exc:
+        raise UserError(f"{path}: test case {attrs.get('name')!r}: {exc}; regenerate the file "
+                        "with the torchconform runner") from None
+
+
+def _duration(attrs: dict) -> float:
+    try:
+        return float(attrs.get("time") or 0.0)
+    except ValueError:
+        return 0.0
+
+
+def classified_record(attrs: dict, props: dict, result_tag: str, result_attrs: dict, result_text: str,
+                      captured: list[str], suite: str, profile, cache: dict, shared) -> tuple[tuple, tuple]:
+    """One test case without torchconform's classification -> (tests row, results
+    fields), classified from its rendered text like the plugin would."""
     classname = attrs.get("classname") or ""
     name = attrs.get("name") or ""
-    try:
-        duration = float(attrs.get("time") or 0.0)
-    except ValueError:
-        duration = 0.0
-    message = (result_attrs.get("message") or result_text) if result_tag else props.get("message", "")
     file_ = attrs.get("file") or ""
-    test_id = props.get("test_id") or test_id_of_case(classname, name, file_)
-    test = (test_id, suite, file_, class_part(classname, file_), name, props.get("op", ""),
-            props.get("variant", ""), props.get("dtype", ""))
-    outcome = props.get("outcome")
-    if outcome:
-        kind = props.get("kind", "")
-        try:
-            check_outcome(outcome, kind)
-            attempt = int(props.get("attempt") or 1)
-        except ValueError as exc:
-            raise UserError(f"{path}: test {test_id!r} has inconsistent tc properties ({exc}); "
-                            "regenerate the file with the torchconform runner") from None
-        fallback = props.get("fallback_ops", "")
-        return test, (attempt, outcome, kind, props.get("missing_op", ""),
-                      " ".join(fallback.replace(",", " ").split()) if fallback else "",
-                      props.get("skiplist_entry", ""), props.get("device", ""), duration,
-                      bound_message(message), props.get("repro", ""))
-    # No torchconform properties: classify from the rendered text like the plugin would.
+    file_ = shared(file_, file_)
+    test = (props.get("test_id") or test_id_of_case(classname, name, file_), suite, file_,
+            class_part(classname, file_), name, props.get("op", ""), props.get("variant", ""), props.get("dtype", ""))
     if result_tag:
         status, type_name = result_tag, result_attrs.get("type") or ""
         text = "\n".join(t for t in (result_attrs.get("message"), result_text) if t)
@@ -229,9 +325,11 @@ def case_record(attrs: dict, props: dict, result_tag: str, result_attrs: dict, r
     if verdict.outcome == PASS and captured:
         # A pass whose captured output shows CPU-fallback warnings passed only through fallback.
         fallback = profile.find_fallback_ops("\n".join(captured))
+    message = bound_message(verdict.message or
+                            ((result_attrs.get("message") or result_text) if result_tag else props.get("message", "")))
     return test, (1, PASS_FALLBACK if fallback else verdict.outcome, verdict.kind, verdict.missing_op,
-                  " ".join(fallback), verdict.skiplist_entry, props.get("device", ""), duration,
-                  bound_message(verdict.message or message), props.get("repro", ""))
+                  " ".join(fallback), verdict.skiplist_entry, props.get("device", ""), _duration(attrs),
+                  shared(message, message), props.get("repro", ""))
 
 
 def parse_junit(path: str, suite: str | None = None, profile=None) -> list[Outcome]:

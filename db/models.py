@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # The schema revision this version of the tool reads and writes.
-HEAD_REVISION = "0002_query_indexes"
+HEAD_REVISION = "0003_repro_templates"
 
 # BigInteger primary keys on PostgreSQL, INTEGER (rowid alias) on SQLite.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
@@ -59,6 +59,9 @@ class Run(Base):
     # NULL until finish_run: a run that was killed stays visibly incomplete.
     exit_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
     n_results: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    # The run's repro command with {id} and {op} for the test's id and op
+    # (collectors/outcome.py: repro_template); "" when its results hold their own.
+    repro_template: Mapped[str] = mapped_column(Text, default="", nullable=False, server_default="")
 
 
 class Test(Base):
@@ -92,7 +95,8 @@ class Result(Base):
     device: Mapped[str] = mapped_column(String(100), default="", nullable=False)
     duration: Mapped[float] = mapped_column(Float, default=0.0, nullable=False)
     message: Mapped[str] = mapped_column(Text, default="", nullable=False)
-    repro: Mapped[str] = mapped_column(Text, default="", nullable=False)
+    # NULL: the run's repro_template rendered for this test (what most results hold).
+    repro: Mapped[str | None] = mapped_column(Text, default="", nullable=True)
 
 
 # "Latest result per test in a build" = max(id) grouped by (build_id, test_pk):

@@ -41,6 +41,12 @@ def _latest_ids(build_id: int):
             .subquery("latest"))
 
 
+# A result's repro command: its own, or (NULL) its run's template rendered for its test,
+# as collectors/outcome.py's render_repro does.  Needs runs and tests joined.
+REPRO = func.coalesce(results.c.repro, func.replace(func.replace(runs.c.repro_template, "{id}", tests.c.test_id),
+                                                    "{op}", tests.c.op))
+
+
 def _latest(build_id: int):
     """FROM clause: results restricted to the latest per test of the build."""
     latest = _latest_ids(build_id)
@@ -371,9 +377,10 @@ def test_history(store, test_id: str) -> list[dict]:
     query = (select(builds.c.name, builds.c.created, builds.c.branch, results.c.run_id, results.c.attempt,
                     results.c.outcome, results.c.kind, results.c.missing_op, results.c.fallback_ops,
                     results.c.skiplist_entry, results.c.device, results.c.duration, results.c.message,
-                    results.c.repro, results.c.id)
+                    REPRO.label("repro"), results.c.id)
              .select_from(results.join(tests, tests.c.id == results.c.test_pk)
-                          .join(builds, builds.c.id == results.c.build_id))
+                          .join(builds, builds.c.id == results.c.build_id)
+                          .join(runs, runs.c.id == results.c.run_id))
              .where(tests.c.test_id == test_id)
              .order_by(builds.c.created, builds.c.id, results.c.id))
     with store.read() as conn:
@@ -427,7 +434,8 @@ ROW_COLUMNS = {
     "test_pk": results.c.test_pk,
     **{c: tests.c[c] for c in ("test_id", "suite", "file", "cls", "name", "op", "variant", "dtype")},
     **{c: results.c[c] for c in ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "device",
-                                 "duration", "message", "repro", "attempt")},
+                                 "duration", "message", "attempt")},
+    "repro": REPRO,
 }
 # In the dataclass's order, so a row is ``Outcome(*row)`` (after splitting fallback_ops).
 OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
@@ -466,9 +474,12 @@ def _latest_rows(store, build_id: int, columns, order: bool, plain_tuples: bool 
                                        .where(results.c.build_id == build_id)).one()
             no_reruns = n == distinct
         source = results if no_reruns else _latest(build_id)
-        # The tests join is only paid for when a test column is asked for.
-        if order or any(ROW_COLUMNS[c].table is tests for c in columns):
+        # The tests (and runs) joins are only paid for when a column needs them.
+        with_repro = "repro" in columns
+        if order or with_repro or any(getattr(ROW_COLUMNS[c], "table", None) is tests for c in columns):
             source = source.join(tests, tests.c.id == results.c.test_pk)
+        if with_repro:
+            source = source.join(runs, runs.c.id == results.c.run_id)
         query = select(*(ROW_COLUMNS[c].label(c) for c in columns)).select_from(source)
         if no_reruns:
             query = query.where(results.c.build_id == build_id)

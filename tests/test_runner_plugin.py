@@ -64,13 +64,13 @@ def test_junit_is_standard_and_carries_properties(fixture_run):
     cases = {c.name: c for s in xml for c in s}
     assert set(cases) == set(EXPECTED)
     from torchconform.collectors.sink_junit import decode_tc
-    # junitparser sees the packed tc property of each case and the suite's defaults.
+    # junitparser sees the packed tc attribute of each case and the suite's defaults.
     suite = next(iter(xml))
     defaults = {p.name[len("tc.default."):]: p.value for p in suite.properties() if p.name.startswith("tc.default.")}
     props = {}
     for name, case in cases.items():
-        packed = [p.get("value") for p in case._elem.iter("property") if p.get("name") == "tc"]
-        props[name] = {**defaults, **(decode_tc(packed[0]) if packed else {})}
+        packed = case._elem.get("tc")
+        props[name] = {**defaults, **(decode_tc(packed) if packed else {})}
     assert props["test_missing_op"]["outcome"] == "skip_backend"
     assert props["test_missing_op"]["kind"] == "missing_op"
     assert props["test_missing_op"]["missing_op"] == "aten::fx_missing.out"

@@ -1,5 +1,6 @@
-"""The runner's lean JUnit encoding (packed tc property, suite defaults) read back exactly,
-the older one-property-per-field form, and ingest's parsing process (pipeline)."""
+"""The runner's lean JUnit encoding (packed tc attribute, suite defaults, repro template)
+read back exactly, the older forms (packed tc property, one property per field), and
+ingest's parsing process (pipeline)."""
 import multiprocessing
 import os
 
@@ -19,13 +20,16 @@ def tricky_outcomes(n=60):
     escaping and override a default with an empty value."""
     out = []
     for i in range(n):
-        out.append(Outcome(f"test/test_ops.py::TestCommonREFDEV::test_add_{i}", "pass", suite="ops",
+        test_id = f"test/test_ops.py::TestCommonREFDEV::test_add_{i}"
+        out.append(Outcome(test_id, "pass", suite="ops",
                            file="test/test_ops.py", cls="TestCommonREFDEV", name=f"test_add_{i}", op="add",
-                           variant="forward", dtype="float32", device="refdev:0", duration=0.25))
+                           variant="forward", dtype="float32", device="refdev:0", duration=0.25,
+                           repro=f"/venv/bin/python -m pytest /src/{test_id} --tc-device refdev --tc-ops add"))
     out += [
         # a test id that is not file::class::name, a device and suite off the defaults
         Outcome("weird id;with=signs%20", "skip_backend", kind="missing_op", missing_op="aten::cat.out",
                 suite="modules", file="test/test_nn.py", cls="TestX", name="test_y", device="", op="cat",
+                repro="/venv/bin/python -m pytest '/src/weird id;with=signs%20' --tc-device refdev --tc-ops cat",
                 message="NotImplementedError: Could not run 'aten::cat.out' with arguments from the 'PrivateUse1' backend."),
         Outcome("test/test_ops.py::TestCommonREFDEV::test_mm", "pass_fallback", fallback_ops=["aten::mm", "aten::addmm"],
                 suite="ops", file="test/test_ops.py", cls="TestCommonREFDEV", name="test_mm", device="refdev:0",
@@ -57,7 +61,7 @@ def _comparable(o: Outcome) -> dict:
 def test_tc_property_escaping_round_trips():
     fields = [("outcome", "pass"), ("repro", "a=b; c%3B %25 %"), ("skiplist_entry", ""), ("op", "x")]
     assert decode_tc(encode_tc(fields)) == dict(fields)
-    with pytest.raises(ValueError, match="malformed tc property"):
+    with pytest.raises(ValueError, match="malformed tc value"):
         decode_tc("outcome=pass;op")
 
 
@@ -69,9 +73,14 @@ def test_lean_junit_round_trips_every_field(tmp_path):
     defaults = suite_defaults(outcomes)
     assert defaults["device"] == "refdev:0" and defaults["outcome"] == "pass" and defaults["suite"] == "ops"
     assert '<property name="tc.default.device" value="refdev:0" />' in text
-    # a default-valued test writes neither the default fields nor its derivable test id
+    # the repro commands differ only by test id and op: the suite writes them once, as a template
+    assert defaults["repro"] == "/venv/bin/python -m pytest /src/{id} --tc-device refdev --tc-ops {op}"
+    # a default-valued test writes neither the default fields nor its derivable test id or repro
     add0 = next(line for line in text.splitlines() if 'name="test_add_0"' in line)
-    assert 'value="op=add"' in add0 and "test_id" not in add0 and "refdev:0" not in add0
+    assert add0.endswith('tc="op=add" />') and "test_id" not in add0 and "refdev:0" not in add0
+    assert "pytest" not in add0
+    # a test without a repro (or one off the template) says so
+    assert "repro=\"" in next(line for line in text.splitlines() if 'name="test_sk"' in line)
     assert "\x1b" not in text  # control characters cannot be carried by XML 1.0
     back = parse_junit(str(path))
     expected = [_comparable(o) for o in outcomes]
@@ -101,6 +110,23 @@ def test_older_one_property_per_field_files_still_read(tmp_path):
         "test/test_ops.py::TestCommonREFDEV::test_cat", "skip_backend", "missing_op", "aten::cat.out", "cat", 2, "ops")
 
 
+def test_older_packed_property_files_still_read(tmp_path):
+    path = tmp_path / "packed.xml"
+    path.write_text(
+        '<?xml version="1.0"?><testsuites><testsuite name="torchconform.ops"><properties>'
+        '<property name="tc.default.outcome" value="pass"/><property name="tc.default.device" value="refdev:0"/>'
+        '</properties>'
+        '<testcase classname="test.test_ops.TestCommonREFDEV" name="test_cat" file="test/test_ops.py" time="0.1">'
+        '<properties><property name="tc" value="outcome=skip_backend;kind=missing_op;missing_op=aten::cat.out;op=cat"/>'
+        '</properties><skipped message="Could not run" type="missing_op"/></testcase>'
+        '<testcase classname="test.test_ops.TestCommonREFDEV" name="test_add" file="test/test_ops.py" time="0.1">'
+        '<properties><property name="tc" value="op=add"/></properties></testcase></testsuite></testsuites>')
+    cat, add = parse_junit(str(path))
+    assert (cat.outcome, cat.kind, cat.missing_op, cat.op, cat.device, cat.message) == (
+        "skip_backend", "missing_op", "aten::cat.out", "cat", "refdev:0", "Could not run")
+    assert (add.test_id, add.outcome, add.op) == ("test/test_ops.py::TestCommonREFDEV::test_add", "pass", "add")
+
+
 @pytest.fixture
 def pipeline(monkeypatch):
     """Force ingest through its parsing process whatever the file size."""
@@ -122,6 +148,10 @@ def test_pipeline_stores_what_parsing_here_stores(store, tmp_path, pipeline, mon
     piped = {o.test_id: _comparable(o) for o in queries.iter_outcomes(store, "piped")}
     here = {o.test_id: _comparable(o) for o in queries.iter_outcomes(store, "here")}
     assert piped == here and len(piped) == len(outcomes)
+    # and both are what was written, repro commands included (stored as the run's template)
+    written = {o.test_id: _comparable(o) for o in outcomes}
+    written["test/test_ops.py::TestCommonREFDEV::test_ansi"]["message"] = "AssertionError: \ufffd[31mred\ufffd[0m <b>&\"x\""
+    assert here == written
     assert queries.build_info(store, "piped")["torch_version"] == "2.13.0"
     assert multiprocessing.active_children() == []
 
@@ -134,8 +164,8 @@ def test_pipeline_bad_input_is_one_user_error_and_stores_nothing(store, tmp_path
     with pytest.raises(UserError, match=r"truncated\.xml:\d+: malformed or truncated XML"):
         ingest(store, [str(good), str(truncated)], "bad")
     badtc = tmp_path / "badtc.xml"
-    badtc.write_text(good.read_text().replace('value="op=add"', 'value="op=add;variant"', 1))
-    with pytest.raises(UserError, match="malformed tc property"):
+    badtc.write_text(good.read_text().replace('tc="op=add"', 'tc="op=add;variant"', 1))
+    with pytest.raises(UserError, match="malformed tc value"):
         ingest(store, [str(badtc)], "bad")
     assert queries.list_builds(store) == []
     # an error on the storing side (the build exists) stops the parsing process too

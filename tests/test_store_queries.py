@@ -66,6 +66,29 @@ def test_iter_outcomes_round_trips_every_field(store):
     assert back == sorted(outcomes, key=lambda o: o.test_id)
 
 
+def test_repro_commands_are_stored_once_per_run_as_a_template(store):
+    def repro(tid, op):
+        return f"/venv/bin/python -m pytest '/src/{tid}' --tc-device refdev --tc-ops {op}"
+    outcomes = [O(f"t::test_{op}_{i}", "pass", op=op, repro=repro(f"t::test_{op}_{i}", op))
+                for op in ("add", "mul") for i in range(3)]
+    outcomes += [O("t::own", "fail", op="cat", repro="pytest -k own"),     # off the template
+                 O("t::none", "pass", op="cat", repro=""),                 # none at all
+                 O("t::{op}", "pass", op="{id}", repro=repro("t::{op}", "{id}"))]  # placeholders in the values
+    run = store_build(store, "b1", outcomes[:4])
+    store.add_outcomes(run, outcomes[4:])
+    back = {o.test_id: o.repro for o in queries.iter_outcomes(store, "b1")}
+    assert back == {o.test_id: o.repro for o in outcomes}
+    assert queries.test_history(store, "t::own")[0]["repro"] == "pytest -k own"
+    assert queries.test_history(store, "t::test_mul_2")[0]["repro"] == repro("t::test_mul_2", "mul")
+    with store.read() as conn:
+        template = conn.exec_driver_sql("SELECT repro_template FROM runs").scalar_one()
+        stored = dict(conn.exec_driver_sql(
+            "SELECT t.test_id, r.repro FROM results r JOIN tests t ON t.id = r.test_pk").all())
+    assert template == "/venv/bin/python -m pytest '/src/{id}' --tc-device refdev --tc-ops {op}"
+    assert [tid for tid, r in stored.items() if r is not None] == ["t::own", "t::none", "t::{op}"]
+    assert stored["t::none"] == ""
+
+
 def test_shards_merge_and_the_latest_result_per_test_counts(store):
     store_build(store, "nightly", [O("a", "pass"), O("b", "fail")], shard="1/2")
     store_build(store, "nightly", [O("c", "pass"), O("b", "pass")], shard="2/2")

@@ -46,6 +46,26 @@ def test_older_schema_names_db_upgrade_and_upgrade_keeps_data(db_url):
     assert again.returncode == 0 and "already at" in again.stdout
 
 
+def test_upgrade_to_repro_templates_keeps_stored_repro_commands(db_url):
+    engine = make_engine(open_store(db_url, check_schema=False).url)
+    with engine.begin() as conn:
+        migrate.upgrade_connection(conn, "0002_query_indexes")
+        conn.execute(text("INSERT INTO builds (name, created, metadata) VALUES ('old', CURRENT_TIMESTAMP, '{}')"))
+        conn.execute(text("INSERT INTO runs (build_id, started) SELECT id, CURRENT_TIMESTAMP FROM builds"))
+        conn.execute(text("INSERT INTO tests (test_id) VALUES ('t::a')"))
+        conn.execute(text("INSERT INTO results (build_id, run_id, test_pk, outcome, repro) "
+                          "SELECT runs.build_id, runs.id, tests.id, 'fail', 'pytest t::a' FROM runs, tests"))
+    engine.dispose()
+    assert cli("db", "upgrade", "--db", db_url).returncode == 0
+    with open_store(db_url) as store:
+        (o,) = queries.iter_outcomes(store, "old")
+        assert (o.test_id, o.outcome, o.repro) == ("t::a", "fail", "pytest t::a")
+        # a new run of the upgraded database stores its commands as a template
+        run = store.start_run("old")
+        store.add_outcomes(run, [Outcome("t::b", "pass", op="add", repro="pytest --x t::b --op add")])
+        assert {o.test_id: o.repro for o in queries.iter_outcomes(store, "old")}["t::b"] == "pytest --x t::b --op add"
+
+
 def test_newer_schema_is_refused(db_url):
     open_store(db_url).close()
     engine = make_engine(open_store(db_url).url)

@@ -87,16 +87,18 @@ def _start(store, conn, build, path, batch, host, command) -> int:
 
 def parsed_here(readers: list[JunitReader]) -> Iterator[Batch]:
     """Every file's test cases as batches of store rows, parsed in this process."""
+    # The first piece parsed goes out on its own: the storing side starts that much sooner.
+    size = 1
     for index, reader in enumerate(readers):
         tests: list[tuple] = []
         results: list[tuple] = []
         for chunk_tests, chunk_results in reader.record_chunks(compact_repro=True):
             tests += chunk_tests
             results += chunk_results
-            if len(tests) >= BATCH:
+            if len(tests) >= size:
                 yield Batch(index, reader.suite, dict(reader.run_properties), tests, results, False,
                             reader.repro_template or "")
-                tests, results = [], []
+                tests, results, size = [], [], BATCH
         yield Batch(index, reader.suite, dict(reader.run_properties), tests, results, True, reader.repro_template or "")
 
 

@@ -48,8 +48,8 @@ def iter_cases(path: str, run_properties: dict, on_case):
     """Streams a JUnit file, calling ``on_case(attributes, packed tc value or None,
     older-form tc fields, result tag, result attributes, result text, captured output,
     its <testsuite>'s state)`` at each </testcase>; yields (None) after each piece of
-    the file parsed.  A suite's state is [outer suite name, tc defaults, a cache for
-    the reader, repro template]; ``run_properties`` receives the suites' ``tc.run.*``
+    the file parsed.  A suite's state is [outer suite name, tc defaults, two caches
+    for the reader, repro template]; ``run_properties`` receives the suites' ``tc.run.*``
     as they come."""
     # expat with closures over plain locals: the handlers run once per element, so
     # each attribute lookup counts.
@@ -62,7 +62,7 @@ def iter_cases(path: str, run_properties: dict, on_case):
     text: list[str] | None = None               # character data of the element being captured
     text_depth = 0
     text_into = ""                              # "result", "captured" or a tc field's name
-    no_suite = ["", {}, {}, ""]
+    no_suite = ["", {}, {}, {}, ""]
 
     def start(tag, attrs):
         nonlocal depth, case_depth, attrs_, props, packed, result_tag, result_attrs, result_text, captured
@@ -99,13 +99,13 @@ def iter_cases(path: str, run_properties: dict, on_case):
                 if name.startswith("tc.run."):
                     run_properties.setdefault(name[7:], attrs.get("value", ""))
                 elif name == "tc.default.repro":  # a template (outcome.repro_template)
-                    suites[-1][1][3] = attrs.get("value", "")
+                    suites[-1][1][4] = attrs.get("value", "")
                 elif name.startswith("tc.default."):
                     suites[-1][1][1][name[11:]] = attrs.get("value", "")
         elif tag == "testsuite":
             outer = suites[-1][1] if suites else None
-            suites.append((depth, [outer[0], dict(outer[1]), {}, outer[3]] if outer else
-                           [attrs.get("name") or "", {}, {}, ""]))
+            suites.append((depth, [outer[0], dict(outer[1]), {}, {}, outer[4]] if outer else
+                           [attrs.get("name") or "", {}, {}, {}, ""]))
 
     def end(tag):
         nonlocal depth, case_depth, text, result_text
@@ -219,7 +219,7 @@ class JunitReader:
             suite = override or fields.get("suite") or run_props.get("suite") or state[0]
             self.suite = self.suite or suite
             fallback = fields.get("fallback_ops", "")
-            repro, render_from, template = fields.get("repro"), "", state[3]
+            repro, render_from, template = fields.get("repro"), "", state[4]
             if repro is None:
                 if not template:
                     repro = ""
@@ -232,14 +232,50 @@ class JunitReader:
                      fields.get("skiplist_entry", ""), fields.get("device", "")),
                     fields.get("message", ""), repro, render_from)
 
+        def entry_but_op(attrs, packed, state):
+            # Most distinct tc values differ only by op: their entries are the entry of
+            # the value without its op (cached too) with the op put in.  None when the
+            # value has no op field, or two.
+            if packed.startswith("op="):
+                end = packed.find(";")
+                rest, op = ("", packed[3:]) if end < 0 else (packed[end + 1:], packed[3:end])
+            else:
+                at = packed.find(";op=")
+                if at < 0:
+                    return None
+                end = packed.find(";", at + 4)
+                rest, op = (packed[:at], packed[at + 4:]) if end < 0 else \
+                    (packed[:at] + packed[end:], packed[at + 4:end])
+            if rest.startswith("op=") or ";op=" in rest:
+                return None
+            base = state[3].get(rest)
+            if base is None:
+                try:
+                    fields = {**state[1], **(decode_tc(rest, shared) if rest else {})}
+                except ValueError:
+                    return None  # the whole value is malformed too: the caller says so
+                if not fields.get("outcome"):
+                    return None
+                base = new_entry(attrs, fields, state)
+                if len(state[3]) < CACHE_LIMIT:
+                    state[3][rest] = base
+            if "%" in op:
+                op = op.replace("%3B", ";").replace("%3D", "=").replace("%25", "%")
+            entry = ((shared(op, op),) + base[0][1:],) + base[1:]
+            if len(state[2]) < CACHE_LIMIT:
+                state[2][packed] = entry
+            return entry
+
         def on_case(attrs, packed, props, result_tag, result_attrs, result_text, captured, state):
             # Called by the parser at each </testcase>: one tests row and one results row.
             nonlocal first_template
             if first_template is None:
-                first_template = self.repro_template = state[3]
+                first_template = self.repro_template = state[4]
             # The runner's form, a packed tc value or none (with its suite's defaults),
             # repeats across tests: its checked entry is cached per suite.
             entry = None if props else state[2].get(packed)
+            if entry is None and packed and not props:
+                entry = entry_but_op(attrs, packed, state)
             if entry is None:
                 defaults = state[1]
                 fields = {**defaults, **_decode(packed, path, attrs, shared), **props} if packed or defaults else props

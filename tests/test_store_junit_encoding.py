@@ -127,6 +127,30 @@ def test_older_packed_property_files_still_read(tmp_path):
     assert (add.test_id, add.outcome, add.op) == ("test/test_ops.py::TestCommonREFDEV::test_add", "pass", "add")
 
 
+def test_tc_values_that_differ_by_op_read_like_any_other(tmp_path):
+    # The reader shares the work between tc values that differ only by op: escaped ops,
+    # an op first, last or alone, a repeated op field and a value without outcome must
+    # read as if each value were decoded on its own.
+    cases = [("op=a%3Bb", "a;b"), ("op=a%3Bc", "a;c"), ("outcome=fail;op=x", "x"), ("outcome=fail;op=y", "y"),
+             ("outcome=fail;op=z;dtype=f64", "z"), ("op=y;op=w", "w"), ("op=%25", "%"), ("kind=;op=q", "q")]
+    body = "".join(f'<testcase classname="m.C" name="t{i}" file="m.py" tc="{packed}" />'
+                   for i, (packed, _) in enumerate(cases))
+    path = tmp_path / "ops.xml"
+    path.write_text('<?xml version="1.0"?><testsuites><testsuite name="s"><properties>'
+                    '<property name="tc.default.outcome" value="pass"/></properties>' + body
+                    + '<testsuite name="inner"><testcase classname="m.C" name="u" file="m.py" tc="op=a%3Bb" />'
+                    '</testsuite></testsuite></testsuites>')
+    back = parse_junit(str(path))
+    assert [o.op for o in back] == [op for _, op in cases] + ["a;b"]
+    assert [o.outcome for o in back] == ["pass", "pass", "fail", "fail", "fail", "pass", "pass", "pass", "pass"]
+    assert back[4].dtype == "f64" and back[2].dtype == ""
+    nodefault = tmp_path / "nodefault.xml"
+    nodefault.write_text('<?xml version="1.0"?><testsuites><testsuite name="s">'
+                         '<testcase classname="m.C" name="t" file="m.py" tc="op=a" /></testsuite></testsuites>')
+    (o,) = parse_junit(str(nodefault))  # no outcome anywhere: classified (a passing test case)
+    assert (o.op, o.outcome) == ("a", "pass")
+
+
 @pytest.fixture
 def pipeline(monkeypatch):
     """Force ingest through its parsing process whatever the file size."""

@@ -7,7 +7,8 @@ Measures, each in a fresh process so peak memory is the ingest's own:
     runner's JUnit (tc attributes) and for plain pytest JUnit (classified);
     target <= 2 s, and the store part <= 2x a raw sqlite3.executemany of the same rows;
   * the same into PostgreSQL (a throwaway server, as in the tests);
-  * peak memory of an ingest (target <= 500 MB);
+  * peak memory of an ingest (target <= 500 MB): the storing process plus, for big
+    files, the parsing process it forks (both are alive at once);
   * summary and diff queries on two such builds (target <= 1 s each).
 """
 from __future__ import annotations
@@ -54,7 +55,9 @@ def child_ingest(xml: str, url: str, build: str) -> dict:
     total_cpu += sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])
     store.close()
     return {"outcomes": n, "parse_s": parse_s, "ingest_s": total_s, "ingest_cpu": total_cpu,
-            "peak_mb": _peak_mb(), "parse_peak_mb": base_mb}
+            "peak_mb": _peak_mb(), "parse_peak_mb": base_mb,
+            # the forked parsing process's own peak (0 when the file was parsed in this one)
+            "parser_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 
 
 def child_store_only(n: int, url: str, build: str) -> dict:
@@ -185,9 +188,10 @@ def main(argv=None) -> int:
         print(f"    ingest {label:<20}         {r['ingest_s']:7.2f} {r['ingest_cpu']:7.2f}   "
               f"{r['ingest_cpu'] / raw['raw_cpu']:.2f}x   {r['ingest_s'] / raw['raw_s']:.2f}x   "
               f"(target <= 2 s, <= 2x raw; parse alone {r['parse_s']:.2f} s)")
-    print("\n  peak memory of an ingest process (target <= 500 MB)")
+    print("\n  peak memory of an ingest (target <= 500 MB): storing + parsing process (pages they share count twice)")
     for label, r in (("runner JUnit", ing_runner), ("plain pytest JUnit", ing_plain)):
-        print(f"    {label:<20} {r['peak_mb']:7.0f} MB")
+        print(f"    {label:<20} {r['peak_mb'] + r['parser_peak_mb']:7.0f} MB   "
+              f"({r['peak_mb']:.0f} + {r['parser_peak_mb']:.0f})")
     print("\n  queries on two builds (SQLite, target <= 1 s each)   wall s   CPU s")
     for k in ("summary_s", "diff_s", "op_matrix_s", "leaderboard_s"):
         print(f"    {k[:-2]:<14}                                   {q_sqlite[k]:6.2f}  {q_sqlite[k[:-2] + '_cpu']:6.2f}")
@@ -215,7 +219,7 @@ def main(argv=None) -> int:
                 server.stop()
             print("\n  PostgreSQL (COPY bulk path)")
             print(f"    Store.add_outcomes          {pg_store['store_s']:6.2f} s  ({pg_store['store_s'] / raw['raw_s']:.2f}x raw SQLite)")
-            print(f"    ingest runner JUnit         {pg_ing['ingest_s']:6.2f} s  peak {pg_ing['peak_mb']:.0f} MB")
+            print(f"    ingest runner JUnit         {pg_ing['ingest_s']:6.2f} s  peak {pg_ing['peak_mb'] + pg_ing['parser_peak_mb']:.0f} MB")
             for k in ("summary_s", "diff_s", "op_matrix_s", "leaderboard_s"):
                 print(f"    {k[:-2]:<14} {pg_q[k]:6.2f} s")
     print(f"\n  machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; on a shared machine wall "

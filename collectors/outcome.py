@@ -35,6 +35,8 @@ NOT_EXECUTED = "not_executed"
 BACKEND_SKIP_KINDS = (MISSING_OP, SKIPLIST, UNSUPPORTED_DTYPE, NOT_EXECUTED)
 
 PASSED = frozenset({PASS, PASS_FALLBACK})
+# Outcomes of a test that ran to the end without failing: PASSED plus an unexpected pass.
+PASSING = frozenset({PASS, PASS_FALLBACK, XPASS})
 FAILED = frozenset({FAIL, ERROR, CRASH, TIMEOUT})
 SKIPPED = frozenset({SKIP_ELIGIBILITY, SKIP_BACKEND})
 

@@ -36,15 +36,13 @@ from collections import Counter
 from xml.sax.saxutils import escape, quoteattr
 
 from torchconform.collectors.outcome import (
-    CRASH, ERROR, FAIL, PASS, PASS_FALLBACK, SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, XPASS, Outcome,
-    render_repro, repro_template,
+    CRASH, ERROR, FAIL, PASSING, SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, Outcome, render_repro,
+    repro_template,
 )
 
 # Outcome fields a test case's ``tc`` attribute carries (ingest reads these back).
 TC_FIELDS = ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "op", "variant", "dtype",
              "device", "suite", "test_id", "repro", "attempt", "message")
-# Outcomes written as a passing test case: no result element carries their message.
-PASSING = frozenset({PASS, PASS_FALLBACK, XPASS})
 # Fields the test suite may give a default for: short values that most tests of a run
 # share, and the repro command as a template (see ``repro_template``).
 DEFAULTABLE = ("outcome", "kind", "device", "suite", "variant", "dtype", "repro")
@@ -66,10 +64,14 @@ def _text(value) -> str:
     return escape(_NOT_XML.sub("\ufffd", text) if _NOT_XML.search(text) else text)
 
 
+def _module_of(file: str) -> str:
+    """The dotted module path of a test file, as pytest's JUnit classname starts."""
+    return (file[:-3] if file.endswith(".py") else file).replace("/", ".").replace("\\", ".")
+
+
 def classname_of(file: str, cls: str) -> str:
     """pytest's JUnit classname: the module path, dotted, then the class."""
-    mod = file[:-3] if file.endswith(".py") else file
-    mod = mod.replace("/", ".").replace("\\", ".")
+    mod = _module_of(file)
     return f"{mod}.{cls}" if cls else mod
 
 
@@ -78,7 +80,7 @@ def class_part(classname: str, file: str) -> str:
     """The class inside a JUnit classname: with a file attribute (pytest and the
     runner write ``<module path>.<Class>``), drop the module part."""
     if file:
-        module = (file[:-3] if file.endswith(".py") else file).replace("/", ".").replace("\\", ".")
+        module = _module_of(file)
         if classname == module:
             return ""
         if classname.startswith(module + "."):
@@ -132,6 +134,11 @@ def _escape_tc(value: str) -> str:
     return value
 
 
+def unescape_tc(value: str) -> str:
+    """One value of a ``tc`` value as it was (inverse of the escaping in ``encode_tc``)."""
+    return value.replace("%3B", ";").replace("%3D", "=").replace("%25", "%")
+
+
 _TC_SPLIT = re.compile("[;=]")
 
 
@@ -143,7 +150,7 @@ def decode_tc(text: str, shared=None) -> dict[str, str]:
     if len(parts) % 2:
         raise ValueError(f"malformed tc value {text[:80]!r} (expected field=value;field=value)")
     if "%" in text:
-        parts = [p.replace("%3B", ";").replace("%3D", "=").replace("%25", "%") for p in parts]
+        parts = [unescape_tc(p) for p in parts]
     if shared is not None:
         parts = list(map(shared, parts, parts))
     return dict(zip(parts[::2], parts[1::2]))

@@ -22,7 +22,7 @@ from torchconform.collectors.classify import classify_text
 from torchconform.collectors.outcome import (
     PASS, PASS_FALLBACK, Outcome, bound_message, check_outcome, render_repro,
 )
-from torchconform.collectors.sink_junit import class_part, decode_tc, test_id_of_case
+from torchconform.collectors.sink_junit import class_part, decode_tc, test_id_of_case, unescape_tc
 from torchconform.db.store import outcome_from_rows
 from torchconform.errors import UserError
 
@@ -165,31 +165,26 @@ class JunitReader:
         self.run_properties: dict[str, str] = {}
         # The repro template of the first test case's suite: see ``record_chunks``.
         self.repro_template: str | None = None
-        self.count = 0
         # The classifier is a pure function of its input, so its verdicts are cached.
         self._verdicts: dict = {}
 
     def outcomes(self):
         """Outcome records, one per test case, in file order."""
-        for test, result in self.records():
-            yield outcome_from_rows(test, result)
-
-    def records(self, compact_repro: bool = False):
-        """Per test case, its ``tests`` row and ``results`` fields (db/store.py's ``test_row``
-        and ``result_fields`` layout): what ingest stores, without building Outcome objects."""
-        for tests, results in self.record_chunks(compact_repro):
-            yield from zip(tests, results)
+        for tests, results in self.record_chunks():
+            for test, result in zip(tests, results):
+                yield outcome_from_rows(test, result)
 
     def record_chunks(self, compact_repro: bool = False):
-        """``records`` a parsed piece of the file at a time, as two lists (tests rows,
-        results fields) that ingest extends its batches with.
+        """Per test case, its ``tests`` row and ``results`` fields (db/store.py's
+        ``test_row`` and ``result_fields`` layout), a parsed piece of the file at a time,
+        as two lists that ingest extends its batches with: what ingest stores, without
+        building Outcome objects.
 
         ``compact_repro``: a repro command that ``repro_template`` (the file's, fixed
         at its first test case) gives is left as None, as the store keeps it (a run
         started with that template renders it on reading)."""
         self.run_properties = {}
         self.repro_template = None
-        self.count = 0
         override, run_props, path, profile, verdicts = (self.suite_override, self.run_properties, self.path,
                                                         self.profile, self._verdicts)
         # The rows repeat the same files, skip messages and tc values thousands of times:
@@ -200,6 +195,12 @@ class JunitReader:
         first_template = None
         tests: list[tuple] = []
         results: list[tuple] = []
+
+        def suite_of(fields, state) -> str:
+            # --suite wins, then the runner's per-test tc suite, then the run's, then the outer suite's name.
+            suite = override or fields.get("suite") or run_props.get("suite") or state[0]
+            self.suite = self.suite or suite
+            return suite
 
         def new_entry(attrs, fields, state) -> tuple:
             # What a test case's tc fields (its suite's defaults applied) say, checked
@@ -215,9 +216,7 @@ class JunitReader:
                 test = fields.get("test_id") or attrs.get("name")
                 raise UserError(f"{path}: test {test!r} has inconsistent tc properties ({exc}); "
                                 "regenerate the file with the torchconform runner") from None
-            # --suite wins, then the runner's per-test tc suite, then the run's, then the outer suite's name.
-            suite = override or fields.get("suite") or run_props.get("suite") or state[0]
-            self.suite = self.suite or suite
+            suite = suite_of(fields, state)
             fallback = fields.get("fallback_ops", "")
             repro, render_from, template = fields.get("repro"), "", state[4]
             if repro is None:
@@ -260,7 +259,7 @@ class JunitReader:
                 if len(state[3]) < CACHE_LIMIT:
                     state[3][rest] = base
             if "%" in op:
-                op = op.replace("%3B", ";").replace("%3D", "=").replace("%25", "%")
+                op = unescape_tc(op)
             entry = ((shared(op, op),) + base[0][1:],) + base[1:]
             if len(state[2]) < CACHE_LIMIT:
                 state[2][packed] = entry
@@ -280,10 +279,8 @@ class JunitReader:
                 defaults = state[1]
                 fields = {**defaults, **_decode(packed, path, attrs, shared), **props} if packed or defaults else props
                 if not fields.get("outcome"):
-                    suite = override or fields.get("suite") or run_props.get("suite") or state[0]
-                    self.suite = self.suite or suite
                     test, result = classified_record(attrs, fields, result_tag, result_attrs, result_text, captured,
-                                                     suite, profile, verdicts, shared)
+                                                     suite_of(fields, state), profile, verdicts, shared)
                     tests.append(test)
                     results.append(result)
                     return
@@ -302,20 +299,14 @@ class JunitReader:
             if message:
                 message = bound_message(message)
                 message = shared(message, message)
-            duration = attrs.get("time")
-            try:
-                duration = float(duration) if duration else 0.0
-            except ValueError:
-                duration = 0.0
             tests.append((test_id, suite, shared(file_, file_), class_part(classname, file_), name) + tail)
-            results.append(head + (duration, message, repro))
+            results.append(head + (_duration(attrs), message, repro))
 
         for _ in iter_cases(path, run_props, on_case):
             if tests:
                 chunk = (tests, results)
                 tests, results = [], []
                 strings.clear()  # the objects stay shared within a chunk, enough for pickle
-                self.count += len(chunk[0])
                 yield chunk
 
 

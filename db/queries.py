@@ -21,6 +21,7 @@ from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, FAILED, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TIMEOUT, Outcome,
 )
 from torchconform.db.models import builds, results, runs, tests
+from torchconform.db.store import TEST_COLUMNS
 from torchconform.errors import UserError
 
 # What counts as a regression from a passing baseline (the gate's default rule).
@@ -432,7 +433,7 @@ def flaky_tests(store, build: str | None = None, test_id: str | None = None) -> 
 # Columns ``latest_rows`` can return, by name: the outcome record's fields plus ``test_pk``.
 ROW_COLUMNS = {
     "test_pk": results.c.test_pk,
-    **{c: tests.c[c] for c in ("test_id", "suite", "file", "cls", "name", "op", "variant", "dtype")},
+    **{c: tests.c[c] for c in TEST_COLUMNS},
     **{c: results.c[c] for c in ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "device",
                                  "duration", "message", "attempt")},
     "repro": REPRO,
@@ -485,22 +486,13 @@ def _latest_rows(store, build_id: int, columns, order: bool, plain_tuples: bool 
             query = query.where(results.c.build_id == build_id)
         if order:
             query = query.order_by(tests.c.test_id)
-        result = conn.execute(query)
         # ROW_COLUMNS are integers, text and one float: the drivers' own values, no result processor
-        fetch = result.cursor.fetchmany if plain_tuples else result.fetchmany
-        while True:
-            chunk = fetch(ROW_CHUNK)
-            if not chunk:
-                return
-            yield from chunk
-
-
-# Columns ``stored_tests`` can return: the tests table's, by name.
-TEST_COLUMNS = ("test_id", "suite", "file", "cls", "name", "op", "variant", "dtype")
+        yield from _fetch(conn.execute(query), plain_tuples)
 
 
 def stored_tests(store, columns=TEST_COLUMNS) -> Iterator:
-    """Every stored test as ``(test_pk, *columns)`` plain tuples, unordered: for a reader
+    """Every stored test as ``(test_pk, *columns)`` plain tuples (``columns`` from the
+    tests table's TEST_COLUMNS), unordered: for a reader
     (the site) that joins ``latest_rows``' result-only rows (with ``test_pk``) to their
     tests itself, once for many builds, instead of once per build in SQL."""
     unknown = [c for c in columns if c not in TEST_COLUMNS]
@@ -511,20 +503,24 @@ def stored_tests(store, columns=TEST_COLUMNS) -> Iterator:
 
 def _rows(store, query, plain: bool = False) -> Iterator:
     with store.read() as conn:
-        result = conn.execute(query)
-        fetch = result.cursor.fetchmany if plain else result.fetchmany   # plain: the driver's tuples
-        while True:
-            chunk = fetch(ROW_CHUNK)
-            if not chunk:
-                return
-            yield from chunk
+        yield from _fetch(conn.execute(query), plain)
 
 
-def iter_outcomes(store, build: str, batch: int = 5000) -> Iterator[Outcome]:
+def _fetch(result, plain: bool) -> Iterator:
+    """A result's rows, ROW_CHUNK at a time; ``plain``: the driver's own tuples (cheaper
+    than SQLAlchemy's ``Row`` objects, by position only)."""
+    fetch = result.cursor.fetchmany if plain else result.fetchmany
+    while True:
+        chunk = fetch(ROW_CHUNK)
+        if not chunk:
+            return
+        yield from chunk
+
+
+def iter_outcomes(store, build: str) -> Iterator[Outcome]:
     """The build's outcome records (latest per test), in test id order.
 
-    Built on ``latest_rows``; ``batch`` is accepted for older callers (rows come in
-    chunks of ROW_CHUNK).  Readers that do not need validated ``Outcome`` objects
+    Built on ``latest_rows``.  Readers that do not need validated ``Outcome`` objects
     should use ``latest_rows`` directly: it is about a third cheaper."""
     at = _FALLBACK_AT
     for row in latest_rows(store, build, OUTCOME_FIELDS, order=True):

@@ -213,16 +213,20 @@ class Store:
         """Store a batch of outcomes for ``run_id`` in one transaction; returns how many.
         Repro commands are stored once per run, as a template (``repro_template``)."""
         outcomes = list(outcomes)
+        if not outcomes:
+            return 0
         if conn is None:
             with self.write() as c:
                 return self.add_outcomes(run_id, outcomes, conn=c)
+        build_id, template = self._run(conn, run_id)
         test_rows = [test_row(o) for o in outcomes]
         result_rows = [result_fields(o) for o in outcomes]
-        template = self._run_repro_template(conn, run_id, test_rows, result_rows)
+        if not template:
+            template = self._learn_repro_template(conn, run_id, test_rows, result_rows)
         if template:
             result_rows = [r[:9] + (None,) if r[9] == render_repro(template, t[0], t[5]) else r
                            for t, r in zip(test_rows, result_rows)]
-        return self.add_rows(run_id, test_rows, result_rows, conn=conn)
+        return self._insert_results(conn, build_id, run_id, test_rows, result_rows)
 
     def add_rows(self, run_id: int, test_rows: list[tuple], result_rows: list[tuple],
                  conn: Connection | None = None) -> int:
@@ -234,9 +238,19 @@ class Store:
         if conn is None:
             with self.write() as c:
                 return self.add_rows(run_id, test_rows, result_rows, conn=c)
-        build_id = conn.execute(select(runs.c.build_id).where(runs.c.id == run_id)).scalar_one_or_none()
-        if build_id is None:
+        build_id, _ = self._run(conn, run_id)
+        return self._insert_results(conn, build_id, run_id, test_rows, result_rows)
+
+    @staticmethod
+    def _run(conn: Connection, run_id: int) -> tuple[int, str]:
+        """The run's build id and repro template."""
+        row = conn.execute(select(runs.c.build_id, runs.c.repro_template).where(runs.c.id == run_id)).one_or_none()
+        if row is None:
             raise UserError(f"unknown run id {run_id}; start a run with Store.start_run first")
+        return row[0], row[1]
+
+    def _insert_results(self, conn: Connection, build_id: int, run_id: int, test_rows: list[tuple],
+                        result_rows: list[tuple]) -> int:
         pks = self._test_pk_map(conn, test_rows)
         rows = [(build_id, run_id, pks[t[0]], *r) for t, r in zip(test_rows, result_rows)]
         self._bulk_insert(conn, "results", RESULT_COLUMNS, rows)
@@ -244,12 +258,9 @@ class Store:
         return len(rows)
 
     @staticmethod
-    def _run_repro_template(conn: Connection, run_id: int, test_rows: list[tuple], result_rows: list[tuple]) -> str:
-        """The run's repro template; a run without one takes it from the first repro
-        command of the batch (the runner's differ only by test id and op)."""
-        template = conn.execute(select(runs.c.repro_template).where(runs.c.id == run_id)).scalar_one_or_none()
-        if template is None or template:
-            return template or ""
+    def _learn_repro_template(conn: Connection, run_id: int, test_rows: list[tuple], result_rows: list[tuple]) -> str:
+        """For a run without a repro template: the template of the batch's first repro
+        command (the runner's differ only by test id and op), stored on the run."""
         for t, r in zip(test_rows, result_rows):
             if r[9]:
                 template = repro_template(r[9], t[0], t[5])

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import warnings
 
+from torchconform.refdev.profiles import base_name
+
 BACKEND_NAME = "refdev"
 # Fixed text the backend profile's not_executed_patterns recognise.
 PLACEHOLDER_WARNING = "compiled without device execution; outputs are placeholders"
@@ -21,17 +23,14 @@ PLACEHOLDER_WARNING = "compiled without device execution; outputs are placeholde
 _state = {"profile": "", "ops": ()}
 
 
-def _base(name: str) -> str:
-    return name.split(".", 1)[0]
-
-
 def _op_name(target) -> str:
-    """``aten::atan2.default`` style name of an FX node target, or "" for non-aten targets."""
+    """``aten::atan2`` / ``aten::add.Tensor`` style name of an FX node target, or "" when
+    the target is not an operator overload (or, defensively, its name has no namespace)."""
     import torch
 
     if isinstance(target, torch._ops.OpOverload):
-        ns, _, rest = target.name().partition("::")
-        return f"{ns}::{rest}" if ns else ""
+        name = target.name()
+        return name if "::" in name else ""
     return ""
 
 
@@ -43,8 +42,9 @@ def placeholder_ops_in(gm) -> list[str]:
         if node.op != "call_function":
             continue
         name = _op_name(node.target)
-        if name and (name in wanted or _base(name) in wanted) and _base(name) not in found:
-            found.append(_base(name))
+        base = base_name(name)
+        if name and (name in wanted or base in wanted) and base not in found:
+            found.append(base)
     return found
 
 

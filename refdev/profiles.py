@@ -66,7 +66,6 @@ PAIRED_OPS = {
 # holds strided tensors only, so these are missing in every profile (an honest
 # dispatcher error instead of a confusing failure when wrapping the result).
 NON_STRIDED = re.compile(r"sparse|^aten::quantize_per|^aten::_make_per_|^aten::to_mkldnn|^aten::_nested_|^aten::dequantize")
-_COMPOSITE_KEYS = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional", "CompositeImplicitAutograd")
 _KEYS = {"name", "description", "missing", "fallback", "always_on", "traits"}
 _MISSING_KEYS = {"share_percent", "salt", "ops"}
 _FALLBACK_KEYS = {"ops"}
@@ -79,8 +78,13 @@ _FALLBACK_KEYS = {"ops"}
 #   leaks_ops:               operators whose kernel retains one device allocation per call
 TRAITS = {"float64_as_float32": False, "copies_noncontiguous": False,
           "unsupported_dtypes": [], "compile_placeholder_ops": [], "leaks_ops": []}
-_LIST_TRAITS = ("unsupported_dtypes", "compile_placeholder_ops", "leaks_ops")
+_LIST_TRAITS = tuple(k for k, v in TRAITS.items() if isinstance(v, list))
 _OP_NAME = re.compile(r"^aten::[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$")
+
+
+def _default_traits() -> dict:
+    """TRAITS with fresh list copies, so one profile's edits never leak into another's."""
+    return {k: (list(v) if isinstance(v, list) else v) for k, v in TRAITS.items()}
 
 
 @dataclass
@@ -93,7 +97,7 @@ class Profile:
     missing_ops: list[str] = field(default_factory=list)
     fallback_ops: list[str] = field(default_factory=list)
     always_on: list[str] = field(default_factory=list)
-    traits: dict = field(default_factory=lambda: {k: (list(v) if isinstance(v, list) else v) for k, v in TRAITS.items()})
+    traits: dict = field(default_factory=_default_traits)
 
 
 def available() -> list[str]:
@@ -116,29 +120,29 @@ def _bad(path: str, problem: str) -> UserError:
     return UserError(f"refdev profile {path}: {problem}; fix the file (format: see {os.path.join(PROFILE_DIR, 'full.yaml')})")
 
 
-def _op_list(path: str, value, where: str) -> list[str]:
+def _name_list(path: str, value, where: str, valid, names: str, a_name: str) -> list[str]:
+    """A list of strings each passing ``valid``; ``names``/``a_name`` describe the
+    expected form in the error ("operator names like ..." / "an operator name like ...")."""
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _bad(path, f"'{where}' must be a list of operator names like aten::add.out")
+        raise _bad(path, f"'{where}' must be a list of {names}")
     for v in value:
-        if not _OP_NAME.match(v):
-            raise _bad(path, f"'{where}' entry {v!r} is not an operator name like aten::add or aten::add.out")
+        if not valid(v):
+            raise _bad(path, f"'{where}' entry {v!r} is not {a_name}")
     return list(value)
 
 
-def _dtype_list(path: str, value) -> list[str]:
-    """torch dtype names (complex64, float16...), validated against torch."""
+def _op_list(path: str, value, where: str) -> list[str]:
+    return _name_list(path, value, where, _OP_NAME.match, "operator names like aten::add.out",
+                      "an operator name like aten::add or aten::add.out")
+
+
+def _is_dtype_name(name: str) -> bool:
+    """A torch dtype name (complex64, float16...)."""
     import torch
 
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _bad(path, "'traits.unsupported_dtypes' must be a list of dtype names like complex64")
-    for v in value:
-        if not isinstance(getattr(torch, v, None), torch.dtype):
-            raise _bad(path, f"'traits.unsupported_dtypes' entry {v!r} is not a torch dtype name like complex64")
-    return list(value)
+    return isinstance(getattr(torch, name, None), torch.dtype)
 
 
 def load_profile(name_or_path: str | None = None) -> Profile:
@@ -167,7 +171,7 @@ def load_profile(name_or_path: str | None = None) -> Profile:
     share = missing.get("share_percent", 0)
     if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 <= share <= 100:
         raise _bad(path, "'missing.share_percent' must be a number from 0 to 100")
-    traits = {k: (list(v) if isinstance(v, list) else v) for k, v in TRAITS.items()}
+    traits = _default_traits()
     raw_traits = data.get("traits") or {}
     if not isinstance(raw_traits, dict):
         raise _bad(path, "'traits' must be a mapping")
@@ -175,7 +179,8 @@ def load_profile(name_or_path: str | None = None) -> Profile:
         if key not in TRAITS:
             raise _bad(path, f"unknown trait {key!r}; known: {', '.join(TRAITS)}")
         if key == "unsupported_dtypes":
-            traits[key] = _dtype_list(path, value)
+            traits[key] = _name_list(path, value, f"traits.{key}", _is_dtype_name,
+                                     "dtype names like complex64", "a torch dtype name like complex64")
         elif key in _LIST_TRAITS:
             traits[key] = _op_list(path, value, f"traits.{key}")
         elif not isinstance(value, bool):
@@ -201,15 +206,17 @@ def op_universe() -> tuple[str, ...]:
     import torch
 
     has = torch._C._dispatch_has_kernel_for_dispatch_key
-    out = set()
+    out = []
     for name in torch._C._dispatch_get_all_op_names():
         if not name.startswith("aten::") or name in NATIVE_OPS:
             continue
-        if name in FORCED_OPS or name in PAIRED_OPS:
-            out.add(name)
-        elif has(name, "CPU") and not any(has(name, k) for k in _COMPOSITE_KEYS):
-            out.add(name)
-    return tuple(sorted(out | set(cpu_over_composite_ops())))
+        # A CompositeExplicitAutograd kernel alone does not exclude an op: with
+        # a CPU kernel too it is one of cpu_over_composite_ops().
+        if (name in FORCED_OPS or name in PAIRED_OPS
+                or (has(name, "CPU") and not has(name, "CompositeExplicitAutogradNonFunctional")
+                    and not has(name, "CompositeImplicitAutograd"))):
+            out.append(name)
+    return tuple(sorted(out))
 
 
 @functools.lru_cache(maxsize=1)
@@ -279,9 +286,11 @@ def resolve(profile: Profile) -> Resolved:
     fallback_entries = set(profile.fallback_ops)
     implemented, fallback, missing = [], [], []
     cpu_over_composite = set(cpu_over_composite_ops())
+    paired = []
     for op in op_universe():
         if op in PAIRED_OPS:
-            continue  # classified with its partner below
+            paired.append(op)  # classified with its partner below
+            continue
         if NON_STRIDED.search(op):
             missing.append(op)
         elif op in cpu_over_composite:
@@ -296,12 +305,9 @@ def resolve(profile: Profile) -> Resolved:
             missing.append(op)
         else:
             implemented.append(op)
-    universe = set(op_universe())
-    for op, partner in PAIRED_OPS.items():
-        if op not in universe:
-            continue
+    for op in paired:
         for bucket in (implemented, fallback, missing):
-            if partner in bucket:
+            if PAIRED_OPS[op] in bucket:
                 bucket.append(op)
     implemented = sorted(set(implemented) | set(NATIVE_OPS))
     return Resolved(profile, implemented, sorted(fallback), sorted(missing))

@@ -23,14 +23,13 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from torchconform.collectors.outcome import CRASH, ERROR, FAIL, PASS, PASS_FALLBACK, SKIP_BACKEND, SKIPLIST, TIMEOUT, XPASS
+from torchconform.collectors.outcome import CRASH, ERROR, FAIL, PASSING, SKIP_BACKEND, SKIPLIST, TIMEOUT, XPASS
 from torchconform.skiplists.entries import Entry, first_match, info_from_outcome
 from torchconform.skiplists.yamlpos import load_yaml
 
 PLACEHOLDER_ISSUE = "https://issue.invalid/file-an-issue-and-paste-its-url"
 _CATEGORY = {CRASH: ("crashes_device", "skip"), TIMEOUT: ("too_slow", "skip"),
              FAIL: ("known_bug", "xfail"), ERROR: ("known_bug", "xfail")}
-_PASSING = {PASS, PASS_FALLBACK, XPASS}
 FAILING = frozenset(_CATEGORY)
 
 
@@ -126,7 +125,7 @@ def propose_removals(outcomes, existing: list[Entry], today: _dt.date | None = N
         not_run = [o for o in hits if o.outcome == SKIP_BACKEND and o.kind == SKIPLIST]
         if not_run:
             continue
-        if all(o.outcome in _PASSING for o in hits):
+        if all(o.outcome in PASSING for o in hits):
             xpass = sum(o.outcome == XPASS for o in hits)
             out.append(Removal(e, f"all {len(hits)} matched test(s) passed ({xpass} xpass), e.g. {hits[0].test_id}"))
     return out

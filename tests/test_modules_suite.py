@@ -7,17 +7,10 @@ import sys
 import pytest
 
 from torchconform.suites import modules
+from support import child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PICK = ["nn.Linear", "nn.GELU", "nn.GroupNorm", "nn.MultiheadAttention"]
-
-
-def child_env(**extra):
-    """Environment for a child pytest: without the xdist worker variables of this
-    run (the child would take itself for a worker and record nothing)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
-    env.update(extra)
-    return env
 
 
 def run(tmp_path, device):

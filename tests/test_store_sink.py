@@ -10,6 +10,7 @@ from torchconform.collectors.outcome import Outcome
 from torchconform.db import queries
 from torchconform.db.sink import StoreSink, build_metadata
 from torchconform.db.store import open_store
+from support import child_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "fixtures", "store")
@@ -53,11 +54,8 @@ def test_sink_rejects_a_bad_database_before_tests_run(tmp_path):
 
 
 def _pytest(*args, cwd, env=None):
-    # Under xdist this test runs in a worker: its PYTEST_XDIST_* variables would make the
-    # inner pytest believe it is a worker too (and register no sinks), so drop them.
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
-                          capture_output=True, text=True, timeout=240, cwd=cwd, env={**base, **(env or {})})
+                          capture_output=True, text=True, timeout=240, cwd=cwd, env=child_env(**(env or {})))
 
 
 def test_real_pytest_run_with_the_plugin_then_a_killed_run(tmp_path):

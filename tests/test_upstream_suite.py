@@ -14,18 +14,11 @@ import torch
 
 from torchconform.errors import UserError
 from torchconform.suites import upstream
+from support import child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE = os.path.join(ROOT, "tests", "fixtures", "upstream")
 FILES = ["test_fake_ops", "test_fake_tensor_ops.py"]
-
-
-def child_env(**extra):
-    """Environment for a child pytest: without the xdist worker variables of this
-    run (the child would take itself for a worker and record nothing)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
-    env.update(extra)
-    return env
 
 
 def fake_checkout(tmp_path, commit=None, version="2.13.0a0"):

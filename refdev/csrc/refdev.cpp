@@ -655,6 +655,14 @@ static torch::CppFunction kernel_for(const std::string& name) {
 static torch::Library* g_lib = nullptr;
 static std::unordered_set<std::string> g_registered;
 
+static c10::OperatorName parse_op(const std::string& n) {
+  // "aten::sort.values_stable" -> OperatorName("aten::sort", "values_stable")
+  auto full = n.rfind("aten::", 0) == 0 ? n : "aten::" + n;
+  auto dot = full.find('.');
+  return c10::OperatorName(dot == std::string::npos ? full : full.substr(0, dot),
+                           dot == std::string::npos ? "" : full.substr(dot + 1));
+}
+
 static void register_ops(const std::vector<std::string>& implemented, const std::vector<std::string>& fallback) {
   if (!g_lib) {
     g_lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
@@ -667,22 +675,9 @@ static void register_ops(const std::vector<std::string>& implemented, const std:
   };
   for (const auto& n : implemented) add(n);
   for (const auto& n : fallback) {
-    // "aten::sort.values_stable" -> OperatorName("aten::sort", "values_stable")
-    auto full = n.rfind("aten::", 0) == 0 ? n : "aten::" + n;
-    auto dot = full.find('.');
-    std::string name = dot == std::string::npos ? full : full.substr(0, dot);
-    std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
-    g_fallback_ops.insert(c10::OperatorName(name, overload));
-    add(full);
+    g_fallback_ops.insert(parse_op(n));
+    add(n.rfind("aten::", 0) == 0 ? n : "aten::" + n);
   }
-}
-
-static c10::OperatorName parse_op(const std::string& n) {
-  // "aten::sort.values_stable" -> OperatorName("aten::sort", "values_stable")
-  auto full = n.rfind("aten::", 0) == 0 ? n : "aten::" + n;
-  auto dot = full.find('.');
-  return c10::OperatorName(dot == std::string::npos ? full : full.substr(0, dot),
-                           dot == std::string::npos ? "" : full.substr(dot + 1));
 }
 
 // Profile traits that are lists: dtypes as (empty CPU tensor of that dtype,

@@ -113,9 +113,20 @@ def _in_process(selection, device, variants, compile_backend, tmp):
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_in_process_child, args=(child, selection, device, variants, compile_backend, tmp))
     proc.start()
-    took, n = parent.recv()
+    took, n = _receive(parent, child, proc, "in-process baseline")
     proc.join(30)
     return took, n
+
+
+def _receive(parent, child, proc, what: str):
+    """The child's one message; its death (EOF on the pipe) ends the bench instead of
+    hanging it, which needs this process's copy of the child's end closed."""
+    child.close()
+    try:
+        return parent.recv()
+    except EOFError:
+        proc.join(30)
+        raise SystemExit(f"{what} process died (exit code {proc.exitcode}) before reporting") from None
 
 
 def _startup(device):
@@ -132,7 +143,7 @@ def _startup(device):
     start = time.perf_counter()
     proc = ctx.Process(target=worker_main, args=(child, "bench", Settings(device=device, profile=profile.path), None))
     proc.start()
-    msg = parent.recv()
+    msg = _receive(parent, child, proc, "worker start-up")
     took = time.perf_counter() - start
     parent.send(None)
     proc.join(30)

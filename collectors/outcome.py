@@ -7,6 +7,7 @@ match ``docs/classification.md`` and the ``tests``/``results`` tables.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 # Every collected test ends as exactly one of these.
@@ -44,13 +45,21 @@ SKIPPED = frozenset({SKIP_ELIGIBILITY, SKIP_BACKEND})
 MESSAGE_LIMIT = 500
 
 
+# Lone surrogates: Python's stand-ins for undecodable bytes (a file name that is not
+# UTF-8), which no UTF-8 writer -- JUnit, JSON lines, the database -- accepts.
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def bound_message(text: str | None, limit: int = MESSAGE_LIMIT) -> str:
-    """First non-empty line of ``text``, cut to ``limit`` characters."""
+    """First non-empty line of ``text``, cut to ``limit`` characters, with lone
+    surrogates written as U+FFFD."""
     if not text:
         return ""
     for line in str(text).splitlines():
         line = line.strip()
         if line:
+            if not line.isascii():
+                line = _SURROGATES.sub("\ufffd", line)
             return line if len(line) <= limit else line[: limit - 1] + "\u2026"
     return ""
 

@@ -27,6 +27,7 @@ or one ``tc.<field>`` property per field.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -50,8 +51,9 @@ DEFAULTABLE = ("outcome", "kind", "device", "suite", "variant", "dtype", "repro"
 RUN_KEYS = ("build", "suite", "selection", "device", "profile", "backend", "shard", "torch_version",
             "branch", "commit")
 
-# Characters XML 1.0 cannot carry at all (a test's message may hold ANSI colour codes).
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# Characters XML 1.0 (or its UTF-8 file) cannot carry at all: control characters (a
+# test's message may hold ANSI colour codes) and lone surrogates (undecodable bytes).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _attr(value) -> str:
@@ -246,9 +248,14 @@ def write_junit(path, run: dict, outcomes: list[Outcome]) -> None:
     run = dict(run)
     run.setdefault("host", socket.gethostname())
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as out:
-        write_junit_stream(out, run, outcomes)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as out:
+            write_junit_stream(out, run, outcomes)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # never leave a half-written file next to the report
+        raise
 
 
 class JunitSink:

@@ -96,3 +96,24 @@ def test_cpu_shows_no_backend_skips(tmp_path):
     assert not [o.test_id for o in outcomes if o.outcome == "skip_backend"]
     assert {o.op for o in outcomes} >= {"add", "cdist", "cumsum"}
     assert not any(o.fallback_ops for o in outcomes)
+
+
+def test_quick_complex64_rule_deselects_only_this_suites_tests(monkeypatch, tmp_path):
+    # pytest hands a conftest's collection hook every item of the session: tests of
+    # other suites run alongside keep their complex64 variants.
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("ops_conftest", OPS_SUITE.parent / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    monkeypatch.setenv("TORCHCONFORM_SELECTION", "quick")
+    monkeypatch.setenv("TORCHCONFORM_DEVICE", "refdev")
+    ours = SimpleNamespace(name="test_neg_refdev_complex64", path=OPS_SUITE)
+    ours_kept = SimpleNamespace(name="test_neg_refdev_float32", path=OPS_SUITE)
+    other = SimpleNamespace(name="test_neg_refdev_complex64", path=tmp_path / "test_unary_ufuncs.py")
+    deselected = []
+    config = SimpleNamespace(hook=SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items)))
+    items = [ours, ours_kept, other]
+    conftest.pytest_collection_modifyitems(config, items)
+    assert items == [ours_kept, other] and deselected == [ours]

@@ -94,6 +94,38 @@ def test_lean_junit_round_trips_every_field(tmp_path):
     assert next(o for o in back if o.outcome == "xpass").message == "xpass"
 
 
+def test_undecodable_bytes_in_a_message_are_written_as_replacement_characters(store, tmp_path):
+    # Python decodes a non-UTF-8 file name with lone surrogates; no UTF-8 writer takes them.
+    message = b"FileNotFoundError: /data/caf\xe9.pt".decode("utf-8", "surrogateescape")
+    o = Outcome("t::a", "fail", suite="ops", file="t.py", message=message)
+    assert o.message == "FileNotFoundError: /data/caf\ufffd.pt"
+    (tmp_path / "junit").mkdir()
+    path = tmp_path / "junit" / "run.xml"
+    write_junit(str(path), {"suite": "ops"}, [o])
+    assert os.listdir(tmp_path / "junit") == ["run.xml"]
+    (back,) = parse_junit(str(path))
+    assert back.message == o.message
+    run = store.start_run(store.ensure_build("b") and "b")
+    store.add_outcomes(run, [o])
+    assert [x.message for x in queries.iter_outcomes(store, "b")] == [o.message]
+
+
+def test_a_failed_junit_write_leaves_the_previous_file_and_no_temporary(tmp_path, monkeypatch):
+    from torchconform.collectors import sink_junit
+
+    path = tmp_path / "run.xml"
+    write_junit(str(path), {"suite": "ops"}, tricky_outcomes(3))
+    before = path.read_text()
+
+    def broken(out, run, outcomes):
+        out.write("<testsuites>")
+        raise OSError("disk full")
+    monkeypatch.setattr(sink_junit, "write_junit_stream", broken)
+    with pytest.raises(OSError, match="disk full"):
+        write_junit(str(path), {"suite": "ops"}, tricky_outcomes())
+    assert os.listdir(tmp_path) == ["run.xml"] and path.read_text() == before
+
+
 def test_older_one_property_per_field_files_still_read(tmp_path):
     path = tmp_path / "old.xml"
     path.write_text(

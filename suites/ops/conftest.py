@@ -8,6 +8,7 @@ Devices without ``memory_allocated`` are not checked.
 """
 import gc
 import os
+from pathlib import Path
 
 import pytest
 
@@ -55,14 +56,20 @@ def device_memory_check(request):
                              f"after the test ({before} before)" + (f"; {detail}" if detail else ""))
 
 
+HERE = Path(__file__).resolve().parent
+
+
 def pytest_collection_modifyitems(config, items):
-    """The selection's per-op dtype rule (complex64 only for a few ops in quick)."""
+    """The selection's per-op dtype rule (complex64 only for a few ops in quick), for
+    this suite's tests only: the hook sees every item of the session, and other
+    suites run in the same session keep their own complex64 tests."""
     from torchconform.suites.ops.selection import keep_test
 
     device_type = os.environ.get("TORCHCONFORM_DEVICE") or "cpu"
     kept, dropped = [], []
     for item in items:
-        (kept if keep_test(item.name, device_type) else dropped).append(item)
+        ours = Path(item.path).resolve().is_relative_to(HERE)
+        (kept if not ours or keep_test(item.name, device_type) else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -108,18 +108,27 @@ def _test_id_prefix(classname: str, file: str) -> str:
     return f"{classname}::" if classname else ""
 
 
-def suite_defaults(outcomes: list[Outcome]) -> dict[str, str]:
+def count_defaultable(outcomes: list[Outcome], counts: dict[str, Counter] | None = None) -> dict[str, Counter]:
+    """Per DEFAULTABLE field, a Counter of its values (for ``repro``, of templates) over
+    ``outcomes``, added to ``counts`` when given: the JUnit sink keeps them up to date
+    batch by batch instead of counting every outcome again at each rewrite."""
+    counts = counts if counts is not None else {field: Counter() for field in DEFAULTABLE}
+    for field, counter in counts.items():
+        if field == "repro":
+            counter.update(repro_template(o.repro, o.test_id, o.op) for o in outcomes)
+        else:
+            counter.update(getattr(o, field) for o in outcomes)
+    return counts
+
+
+def suite_defaults(outcomes: list[Outcome], counts: dict[str, Counter] | None = None) -> dict[str, str]:
     """Per DEFAULTABLE field, its most common value (for ``repro``, template), unless
     that is empty (an empty value is never written anyway): each test holding it saves
-    writing the field."""
+    writing the field.  ``counts``: ``count_defaultable(outcomes)``, already made."""
     defaults = {}
-    for field in DEFAULTABLE:
-        if field == "repro":
-            counts = Counter(repro_template(o.repro, o.test_id, o.op) for o in outcomes)
-        else:
-            counts = Counter(getattr(o, field) for o in outcomes)
-        if counts:
-            value = counts.most_common(1)[0][0]
+    for field, counter in (counts if counts is not None else count_defaultable(outcomes)).items():
+        if counter:
+            value = counter.most_common(1)[0][0]
             if value:
                 defaults[field] = value
     return defaults
@@ -219,8 +228,10 @@ def junit_counts(outcomes: list[Outcome]) -> dict:
     return counts
 
 
-def write_junit_stream(out, run: dict, outcomes: list[Outcome], suite_name: str | None = None) -> None:
-    """The whole JUnit document for ``outcomes`` (one test suite) to the text stream ``out``."""
+def write_junit_stream(out, run: dict, outcomes: list[Outcome], suite_name: str | None = None,
+                       counts: dict[str, Counter] | None = None) -> None:
+    """The whole JUnit document for ``outcomes`` (one test suite) to the text stream ``out``
+    (``counts``: see ``suite_defaults``)."""
     attrs = {"name": suite_name or f"torchconform.{run.get('suite') or 'tests'}"}
     if run.get("start_time"):
         attrs["timestamp"] = str(run["start_time"])
@@ -233,7 +244,7 @@ def write_junit_stream(out, run: dict, outcomes: list[Outcome], suite_name: str 
     for key in RUN_KEYS:
         if run.get(key) not in (None, ""):
             out.write(f'  <property name="tc.run.{key}" value={_attr(run[key])} />\n')
-    defaults = suite_defaults(outcomes)
+    defaults = suite_defaults(outcomes, counts)
     for field, value in defaults.items():
         out.write(f'  <property name="tc.default.{field}" value={_attr(value)} />\n')
     out.write("</properties>\n")
@@ -243,14 +254,15 @@ def write_junit_stream(out, run: dict, outcomes: list[Outcome], suite_name: str 
     out.write("</testsuite>\n</testsuites>\n")
 
 
-def write_junit(path, run: dict, outcomes: list[Outcome]) -> None:
-    """Write the JUnit file atomically (a reader never sees half a file)."""
+def write_junit(path, run: dict, outcomes: list[Outcome], counts: dict[str, Counter] | None = None) -> None:
+    """Write the JUnit file atomically (a reader never sees half a file); ``counts``: see
+    ``suite_defaults``."""
     run = dict(run)
     run.setdefault("host", socket.gethostname())
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, "w", encoding="utf-8") as out:
-            write_junit_stream(out, run, outcomes)
+            write_junit_stream(out, run, outcomes, counts=counts)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -264,6 +276,7 @@ class JunitSink:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         self.run: dict = {}
         self.outcomes: list[Outcome] = []
+        self._counts = count_defaultable([])  # of self.outcomes, for the suite's defaults
         self._next_write = 0.0
 
     # Rewriting the whole file is O(n).  A rewrite at most every REWRITE_EVERY seconds,
@@ -278,12 +291,13 @@ class JunitSink:
 
     def pytest_torchconform_outcomes(self, config, outcomes):
         self.outcomes.extend(outcomes)
+        count_defaultable(outcomes, self._counts)
         start = time.monotonic()
         if start >= self._next_write:
-            write_junit(self.path, self.run, self.outcomes)
+            write_junit(self.path, self.run, self.outcomes, self._counts)
             took = time.monotonic() - start
             self._next_write = start + max(self.REWRITE_EVERY, took / self.REWRITE_SHARE)
 
     def pytest_torchconform_run_end(self, config, run, exitstatus):
         self.run = dict(run)
-        write_junit(self.path, self.run, self.outcomes)
+        write_junit(self.path, self.run, self.outcomes, self._counts)

@@ -117,13 +117,29 @@ def test_a_failed_junit_write_leaves_the_previous_file_and_no_temporary(tmp_path
     write_junit(str(path), {"suite": "ops"}, tricky_outcomes(3))
     before = path.read_text()
 
-    def broken(out, run, outcomes):
+    def broken(out, run, outcomes, **kwargs):
         out.write("<testsuites>")
         raise OSError("disk full")
     monkeypatch.setattr(sink_junit, "write_junit_stream", broken)
     with pytest.raises(OSError, match="disk full"):
         write_junit(str(path), {"suite": "ops"}, tricky_outcomes())
     assert os.listdir(tmp_path) == ["run.xml"] and path.read_text() == before
+
+
+def test_sink_fed_in_batches_writes_what_one_write_of_everything_writes(tmp_path):
+    # The sink keeps the suite defaults' counts batch by batch instead of recounting.
+    from torchconform.collectors.sink_junit import JunitSink
+
+    outcomes = tricky_outcomes()
+    sink = JunitSink(tmp_path / "sink.xml")
+    sink.REWRITE_EVERY, sink.REWRITE_SHARE = 0.0, 1.0
+    run = {"suite": "ops", "host": "h"}
+    sink.pytest_torchconform_run_start(None, run)
+    for i in range(0, len(outcomes), 7):
+        sink.pytest_torchconform_outcomes(None, outcomes[i:i + 7])
+    sink.pytest_torchconform_run_end(None, run, 0)
+    write_junit(str(tmp_path / "once.xml"), run, outcomes)
+    assert (tmp_path / "sink.xml").read_text() == (tmp_path / "once.xml").read_text()
 
 
 def test_older_one_property_per_field_files_still_read(tmp_path):
@@ -252,7 +268,7 @@ def test_junit_sink_rewrites_take_a_bounded_share_of_the_run(tmp_path, monkeypat
     clock = [100.0]
     writes = []
 
-    def fake_write(path, run, outcomes):
+    def fake_write(path, run, outcomes, counts=None):
         writes.append((clock[0], len(outcomes)))
         clock[0] += cost[0]
 

@@ -23,15 +23,14 @@ from operator import itemgetter
 import numpy as np
 
 from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, MISSING_OP, OUTCOMES, SKIP_BACKEND
+from torchconform.dashboard.pages.matrix import COUNT_NAMES   # the matrix's numbers per cell, in this order
+from torchconform.db.queries import MODELS_SUITE
 
 # What a build reads of its results (queries.latest_rows); ``test_pk`` joins them to TestTable.
 RESULT_COLUMNS = ("test_pk", "outcome", "kind", "missing_op", "fallback_ops", "message")
 TEST_COLUMNS = ("test_id", "suite", "file", "op", "variant", "dtype", "name")
-MODELS_SUITE = "models"
 _PK, _OUTCOME, _KIND, _MOP = (itemgetter(i) for i in range(4))
 _VALUE = itemgetter(1, 2, 3, 4, 5)    # (outcome, kind, missing_op, fallback_ops, message): queries.diff_maps' values
-# The matrix's numbers per cell, in this order (pages/matrix.py COUNT_NAMES).
-COUNT_NAMES = (*OUTCOMES, *BACKEND_SKIP_KINDS)
 
 
 class Codes(dict):

@@ -4,7 +4,8 @@ of builds (per_build.render_builds) and returns only small derived results.
 
 Workers are forked: they inherit the query module (the benchmark's timed one
 too), the build list and the test table the parent read (build_data.TestTable),
-and open their own connection to the store by URL.
+and the parent's paused cyclic collector (site.py pauses it around all
+rendering), and open their own connection to the store by URL.
 Where forking is unavailable, or the store cannot be reopened by URL (an
 in-memory SQLite database), or there is one build to render, everything runs
 in the calling process; so does a small site (under MIN_RESULTS outcomes to
@@ -13,7 +14,6 @@ sets the number of workers whatever the size (1: no worker processes).
 """
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import os
 
@@ -64,19 +64,16 @@ def _work(index: int):
 
 
 def render_all(store, queries, site: Site, builds: list, generated: str, first_missing: dict,
-               slugs: dict[str, str], results: int = 0, tests=None) -> list[list]:
+               slugs: dict[str, str], results: int, tests) -> list[list]:
     """Results of ``builds`` as runs of per_build.BuildResult, in build order; sets every build's summary.
     ``results``: how many stored results the builds hold (list_builds), to decide on workers;
-    ``tests``: the store's build_data.TestTable, when the caller read it (else each process reads it)."""
+    ``tests``: the store's build_data.TestTable, read by the caller."""
     workers = worker_count(len(builds), getattr(store, "url", ""), results)
     if workers == 1:
         return [render_builds(store, queries, site, builds, generated, first_missing, slugs, tests)]
     runs = split(builds, workers)
     _JOB.update(url=store.url, queries=queries, out_dir=site.out_dir, base_url=site.base_url,
                 generated=generated, first_missing=first_missing, slugs=slugs, runs=runs, tests=tests)
-    # What the workers inherit is never collected there: keeping the collector off those
-    # pages also keeps them shared with this process (no copy-on-write of the test table).
-    gc.freeze()
     try:
         with multiprocessing.get_context("fork").Pool(len(runs)) as pool:
             done = pool.map(_work, range(len(runs)), chunksize=1)
@@ -84,7 +81,6 @@ def render_all(store, queries, site: Site, builds: list, generated: str, first_m
             pool.join()
     finally:
         _JOB.clear()
-        gc.unfreeze()
     by_name = {b.name: b for b in builds}
     for run in done:
         for r in run:

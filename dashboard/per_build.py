@@ -19,7 +19,6 @@ from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.pages import build as build_page
 from torchconform.dashboard.pages import diff as diff_page
 from torchconform.dashboard.pages import matrix, missing, search
-from torchconform.gcpause import no_cyclic_gc
 
 
 @dataclass
@@ -45,23 +44,19 @@ def _by_rows(by: dict) -> list[dict]:
 
 
 def render_builds(store, queries, site, builds: list[BuildInfo], generated: str, first_missing: dict,
-                  slugs: dict[str, str], tests: TestTable | None = None) -> list[BuildResult]:
+                  slugs: dict[str, str], tests: TestTable) -> list[BuildResult]:
     """Read and render ``builds`` in order; sets each one's ``summary`` and returns their results.
-    ``tests``: the store's TestTable when the caller read it already (worker processes inherit it)."""
-    if tests is None:
-        tests = TestTable.read(store, queries)
+    ``tests``: the store's TestTable, read by the caller (worker processes inherit it).
+    Runs with the cyclic collector paused by build_site (a forked worker inherits the pause)."""
     results = []
     # the last build read, per group: the next build's baseline diff needs no query
     last: dict[tuple, BuildData] = {}
     previous_pk = None
-    # One pause for the whole run, not one per build: re-enabling the collector after a
-    # build's allocations set off a full collection over every live row (~75 ms a build).
-    with no_cyclic_gc():
-        for b in builds:
-            data, tests = BuildData.read(store, queries, b.name, tests)
-            results.append(_render_one(store, queries, site, b, data, generated, first_missing, slugs, last,
-                                       previous_pk))
-            previous_pk = data.pk
+    for b in builds:
+        data, tests = BuildData.read(store, queries, b.name, tests)
+        results.append(_render_one(store, queries, site, b, data, generated, first_missing, slugs, last,
+                                   previous_pk))
+        previous_pk = data.pk
     return results
 
 
@@ -74,7 +69,7 @@ def _render_one(store, queries, site, b: BuildInfo, data: BuildData, generated: 
     encoded = search.encode_build(data, previous_pk)
     build_page.render(site, b, _by_rows(by_suite), _by_rows(data.summary_by(queries, "file")), generated)
     cells, numbers = data.matrix_numbers()
-    matrix.render_cells(site, b, cells, numbers, generated)
+    matrix.render(site, b, cells, numbers, generated)
     board = data.leaderboard(queries, first_missing)
     missing.render_build(site, b, board, slugs, generated)
     if b.baseline is not None:

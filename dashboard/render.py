@@ -39,7 +39,7 @@ def js_string(value) -> Markup:
 
 
 def _cell_html(v) -> str:
-    """_macros.html's ``cell`` macro: integers with separators, floats to 3 digits, None empty."""
+    """One non-string cell of a table body: integers with separators, floats to 3 digits, None empty."""
     if isinstance(v, int) and v is not True and v is not False:
         return fmt_num(v)
     if isinstance(v, float):
@@ -117,7 +117,6 @@ class Site:
         self.base_url = base_url.rstrip("/") + "/" if base_url else None
         self.title = title
         self.env = make_env()
-        self.pages: list[str] = []
 
     def permalink(self, relpath: str) -> str:
         return (self.base_url + relpath) if self.base_url else relpath
@@ -134,7 +133,6 @@ class Site:
         path = self.out_dir / relpath
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(html, encoding="utf-8")
-        self.pages.append(relpath)
         return path
 
     def write_data(self, relpath: str, key: str, payload) -> None:

@@ -9,8 +9,10 @@ from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from test_store_lean_reads import two_builds
 from test_store_queries import O, store_build
 from torchconform.dashboard import build_data
+from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, OUTCOMES
 from torchconform.dashboard.build_data import BuildData, TestTable
 from torchconform.dashboard.pages import matrix
+from torchconform.dashboard.styles import BY_KEY
 from torchconform.dashboard.tables import Table, write_downloads
 from torchconform.db import queries
 
@@ -79,6 +81,56 @@ def test_test_table_is_read_again_for_tests_stored_later(store):
     assert data.matrix_numbers()[0] == [("add", "forward", "float32"), ("mul", "forward", "float32")]
 
 
+# -- the row-by-row reference of pages/matrix.build_matrix_arrays ------------------------------------
+
+def cell_state(counts: dict, kinds: dict) -> str:
+    """One cell's state: the first of matrix.STATE_ORDER it has."""
+    present = {
+        "failed": counts["fail"] + counts["error"] + counts["crash"] + counts["timeout"],
+        "pass_fallback": counts["pass_fallback"], "pass": counts["pass"],
+        "xfail": counts["xfail"] + counts["xpass"], "skip_eligibility": counts["skip_eligibility"],
+        **kinds,
+    }
+    # skip_backend rows without a kind breakdown still must not look clean
+    unexplained = counts["skip_backend"] - sum(kinds.values())
+    if unexplained > 0:
+        present["not_executed"] = present.get("not_executed", 0) + unexplained
+    for state in matrix.STATE_ORDER:
+        if present.get(state, 0) > 0:
+            return state
+    return "skip_eligibility"
+
+
+def build_matrix(cells: list[dict]) -> tuple[dict, Table]:
+    """Pivot {op, variant, dtype, numbers (COUNT_NAMES order)} cells into (op, variant) rows x
+    dtype columns, plus the download table, one cell at a time."""
+    n_outcomes = len(OUTCOMES)
+    dtypes = sorted({r["dtype"] for r in cells})
+    variants = sorted({r["variant"] for r in cells}, key=matrix._variant_key)
+    col = {d: i for i, d in enumerate(dtypes)}
+    state_index = {s: i for i, s in enumerate(matrix.STATE_ORDER)}
+    pivot: dict[tuple, list] = {}
+    table = Table("", ["op", "variant", "dtype", "state", *matrix.COUNT_NAMES], title="Operator matrix")
+    vkey = {v: matrix._variant_key(v) for v in variants}
+    for r in sorted(cells, key=lambda r: (r["op"], vkey[r["variant"]], r["dtype"])):
+        op, variant, dtype, numbers = r["op"], r["variant"], r["dtype"], r["numbers"]
+        if not op:
+            continue
+        counts = dict(zip(OUTCOMES, numbers))
+        state = cell_state(counts, dict(zip(BACKEND_SKIP_KINDS, numbers[n_outcomes:])))
+        table.rows.append([op, variant, dtype, state, *numbers])
+        entry = pivot.setdefault((op, variant), [op, variant, [0] * len(dtypes)])
+        passed = counts["pass"] + counts["pass_fallback"]
+        run = sum(numbers[:n_outcomes]) - counts["skip_eligibility"]
+        entry[2][col[dtype]] = [state_index[state], passed, run, numbers]
+    data = {
+        "dtypes": dtypes, "variants": variants, "counts": list(matrix.COUNT_NAMES),
+        "states": [{"key": s, "symbol": BY_KEY[s].symbol, "label": BY_KEY[s].label} for s in matrix.STATE_ORDER],
+        "rows": list(pivot.values()),
+    }
+    return data, table
+
+
 def test_matrix_from_arrays_equals_the_dict_path():
     rng = np.random.default_rng(0)
     cells = sorted({(f"op{rng.integers(5)}", str(rng.choice(["forward", "gradient", "zeta", "out", "compiled"])),
@@ -89,7 +141,7 @@ def test_matrix_from_arrays_equals_the_dict_path():
     numbers[3, :] = 0
     numbers[3, matrix.COUNT_NAMES.index("skip_backend")] = 2          # backend skips without a kind
     dicts = [{"op": op, "variant": v, "dtype": d, "numbers": n} for (op, v, d), n in zip(cells, numbers.tolist())]
-    slow_data, slow_table = matrix.build_matrix(dicts)
+    slow_data, slow_table = build_matrix(dicts)
     fast_data, fast_table = matrix.build_matrix_arrays(cells, numbers)
     assert fast_data == slow_data
     assert fast_table.rows == slow_table.rows and fast_table.columns == slow_table.columns

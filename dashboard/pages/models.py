@@ -5,7 +5,6 @@ from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.styles import category_of
 from torchconform.dashboard.tables import Table
 
-MODELS_SUITE = "models"
 VARIANT_ORDER = ("forward", "backward", "compiled")
 
 

@@ -42,7 +42,6 @@ def read_data_file(path: Path):
 
 # The model-zoo rows a build keeps for the models page and its search data.
 ModelRow = namedtuple("ModelRow", "test_id op outcome variant kind missing_op message name")
-_MISSING = ord("M")
 
 
 class _Codes(dict):
@@ -74,10 +73,8 @@ def encode_build(data, previous_pk: np.ndarray | None = None) -> EncodedBuild:
     lut = np.fromiter((_CODES[pair] for pair in CODES.pairs), dtype=np.uint8, count=len(CODES.pairs))
     codes = lut[data.code]
     rows, tests = data.rows, data.tests.values
-    missing = {}
-    for k in np.flatnonzero(codes == _MISSING).tolist():
-        if rows[k][3]:
-            missing[k] = rows[k][3]
+    # the skip_backend/missing_op rows that name their operator
+    missing = {k: op for k, op in zip(data.missing_at.tolist(), data.missing_ops) if op}
     same = previous_pk is not None and np.array_equal(previous_pk, data.pk)
     ids = None if same else list(map(tests["test_id"].__getitem__, data.pk.tolist()))
     models = []

@@ -10,9 +10,8 @@ import copy
 import os
 from dataclasses import dataclass, field
 
-import yaml
-
 from torchconform.errors import UserError
+from torchconform.skiplists.yamlpos import YamlError, load_data
 
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gate.yaml")
 
@@ -75,13 +74,9 @@ def load_config(path: str | None = None) -> GateConfig:
         raise UserError(f"cannot read gate config {path}: {exc.strerror}; pass --config with an existing "
                         f"file (the default is {DEFAULT_CONFIG})") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise UserError(f"bad gate config {path}{where}: {problem}; fix the YAML "
-                        f"(start from {DEFAULT_CONFIG})") from None
+        data = load_data(path, text)
+    except YamlError as exc:
+        raise UserError(f"bad gate config {exc} (start from {DEFAULT_CONFIG})") from None
     return parse_config(data, path)
 
 

@@ -68,6 +68,28 @@ def _label(o: Outcome) -> str:
 
 
 # -- building the command -----------------------------------------------------------------
+class NotRerunnable(ValueError):
+    """A test the gate has no command for (no repro command, no device): reported as not
+    rerun, never a crash of the gate."""
+
+    def __init__(self, test_id: str, why: str):
+        super().__init__(f"test {test_id} cannot be rerun: {why}")
+        self.why = why
+
+
+def rerunnable(records: Iterable[dict], device: str = "", profile: str = "") -> tuple[list[dict], dict[str, str]]:
+    """(the records ``rerun_command`` can rerun, {test_id: why not} for the others)."""
+    ok, not_rerun = [], {}
+    for rec in records:
+        try:
+            rerun_command(rec, device, profile)
+        except NotRerunnable as exc:
+            not_rerun[rec["test_id"]] = exc.why
+        else:
+            ok.append(rec)
+    return ok, not_rerun
+
+
 def rerun_command(record: dict, device: str = "", profile: str = "") -> tuple[dict, list[str]]:
     """(environment additions, argv) that rerun one test with the plugin.
 
@@ -87,7 +109,7 @@ def rerun_command(record: dict, device: str = "", profile: str = "") -> tuple[di
             argv = tokens
     if not argv:
         if not device:
-            raise ValueError(f"test {record['test_id']} has no repro command and the build names no device")
+            raise NotRerunnable(record["test_id"], "no repro command recorded and the build names no device")
         argv = [sys.executable, "-m", "pytest", record["test_id"], "--tc-device", device]
         if profile:
             argv += ["--tc-profile", profile]

@@ -22,6 +22,7 @@ class GateRun:
     junit: str
     notes: list[str] = field(default_factory=list)
     confirmations: list = field(default_factory=list)
+    not_rerun: dict[str, str] = field(default_factory=dict)   # failing test -> why it was not rerun
 
     @property
     def exit_code(self) -> int:
@@ -110,7 +111,7 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
     reruns = config.flaky["reruns"] if reruns is None else reruns
     known_flaky = flaky_mod.stored_flaky(store, build)
     result = evaluate(old, new, config, flaky=known_flaky.values(), old_name=base, new_name=build)
-    confirmations = []
+    confirmations, records, not_rerun = [], [], {}
     candidates = [t for t in rerun_candidates(result) if t not in known_flaky]
     if candidates and reruns > 0:
         limit = config.flaky["max_tests"]
@@ -118,7 +119,9 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
             notes.append(f"{len(candidates)} failing tests; only the first {limit} were rerun for flaky "
                          f"confirmation (flaky.max_tests).")
             candidates = candidates[:limit]
-        records = [new[t] for t in candidates]
+        records, not_rerun = flaky_mod.rerunnable([new[t] for t in candidates], info["device"], info["profile"])
+        notes += _not_rerun_notes(not_rerun, config.report["max_items"])
+    if records:
         if confirm is None:
             confirmations = flaky_mod.confirm_and_store(store, build, records, reruns, device=info["device"],
                                                         profile=info["profile"], timeout=config.flaky["timeout"],
@@ -130,7 +133,20 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
         notes.append(f"Reran {len(confirmations)} failing tests {reruns} times each: "
                      f"{len(confirmations) - len(steady)} flaky, {len(steady)} failed every attempt.")
         result = evaluate(old, new, config, flaky=flaky, old_name=base, new_name=build)
-    return _render(result, base, old, new, info, config, notes, confirmations)
+    return _render(result, base, old, new, info, config, notes, confirmations, not_rerun)
+
+
+def _not_rerun_notes(not_rerun: dict[str, str], limit: int) -> list[str]:
+    """One note per reason: the failing tests that could not be rerun count as failing."""
+    by_why: dict[str, list[str]] = {}
+    for test_id, why in not_rerun.items():
+        by_why.setdefault(why, []).append(test_id)
+    notes = []
+    for why, ids in by_why.items():
+        shown = ", ".join(f"`{t}`" for t in ids[:limit]) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+        notes.append(f"{len(ids)} failing tests not rerun for flaky confirmation ({why}); "
+                     f"they count as failing: {shown}.")
+    return notes
 
 
 def _all_off(config: GateConfig) -> GateConfig:
@@ -142,11 +158,11 @@ def _all_off(config: GateConfig) -> GateConfig:
     return off
 
 
-def _render(result, base, old, new, info, config, notes, confirmations) -> GateRun:
+def _render(result, base, old, new, info, config, notes, confirmations, not_rerun=None) -> GateRun:
     build = result.new
     old_b = record_breakdown(base or "(none)", old)
     new_b = record_breakdown(build, new)
     limit = config.report["max_items"]
     text = markdown(result, old_b, new_b, limit=limit, device=info["device"], notes=notes)
     return GateRun(result=result, baseline=base, markdown=text, junit=junit_xml(result, limit=limit),
-                   notes=notes, confirmations=confirmations)
+                   notes=notes, confirmations=confirmations, not_rerun=not_rerun or {})

@@ -47,7 +47,7 @@ def _run(args) -> int:
 
     if args.json:
         print(json.dumps({**run.result.to_dict(), "baseline": run.baseline, "notes": run.notes,
-                          "exit_code": run.exit_code}, indent=2, default=str))
+                          "not_rerun": run.not_rerun, "exit_code": run.exit_code}, indent=2, default=str))
     else:
         r = run.result
         print(f"gate {'PASSED' if r.passed else 'FAILED'}: build {r.new} vs baseline {r.old}")

@@ -10,7 +10,8 @@ from torchconform.db.store import open_store
 def _run(args) -> int:
     with open_store(args.db) as store:
         result = ingest(store, args.files, args.build, suite=args.suite, append=args.append, profile=args.profile,
-                        command=shlex.join(["torchconform", *sys.argv[1:]]), host=socket.gethostname())
+                        command=shlex.join(["torchconform", *sys.argv[1:]]), host=socket.gethostname(),
+                        allow_empty=args.allow_empty)
     print(f"ingested {result['outcomes']} outcomes from {result['files']} file(s) into build {result['build']}")
     return 0
 
@@ -21,6 +22,8 @@ def register(sub):
     p.add_argument("--build", required=True, help="build name to store them under")
     p.add_argument("--suite", help="suite name (default: from the file)")
     p.add_argument("--append", action="store_true", help="add to an existing build instead of refusing")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="store a report with no test cases as an empty run (refused by default)")
     p.add_argument("--profile", help="backend profile whose messages classify untagged outcomes (default: generic)")
     p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
     p.set_defaults(func=_run)

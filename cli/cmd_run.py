@@ -11,10 +11,13 @@ import importlib
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 
+from torchconform.db.models import FINISHED_EXIT_STATUSES
 from torchconform.errors import UserError
+from torchconform.procs import die_with_parent, forward_signals
 
 SUITES = ("ops",)  # built in here; other suites plug in as torchconform.suites.<name>
 
@@ -33,7 +36,7 @@ def register(subparsers):
     p.add_argument("-n", "--workers", type=int, default=None,
                    help="pytest-xdist workers (default: CPU count); 0 runs serially without crash isolation")
     p.add_argument("--junit", default=None, help="also write JUnit XML here")
-    p.add_argument("--jsonl", default=None, help="outcome records as JSON lines (default .torchconform/runs/<build>.jsonl)")
+    p.add_argument("--jsonl", default=None, help="outcome records as JSON lines (default .torchconform/runs/<build as a safe file name>.jsonl)")
     p.add_argument("--db", default=None, help="results store (path or URL; default $TORCHCONFORM_DB or ./torchconform.db)")
     p.add_argument("--no-db", action="store_true", help="do not store the run in the results store")
     p.add_argument("--timeout", type=float, default=600.0, help="per-test timeout in seconds (default 600; 0: none)")
@@ -89,6 +92,17 @@ def _profile_label(args) -> str:
         return os.path.splitext(os.path.basename(args.refdev_profile or os.environ.get("TORCHCONFORM_REFDEV_PROFILE")
                                                  or "young-backend"))[0]
     return os.path.splitext(os.path.basename(args.profile or args.device))[0]
+
+
+def _what_runs(args) -> str:
+    """The run header's account of what runs: a suite's selection, or for upstream
+    (whose --selection means nothing) the files and the checkout."""
+    if args.suite == "upstream":
+        from torchconform.suites.upstream import FILES_ENV, SELECTION_ENV, SRC_ENV
+
+        files = os.environ.get(FILES_ENV) or f"selection {os.environ.get(SELECTION_ENV) or 'default'}"
+        return f"upstream {files} from {os.environ.get(SRC_ENV) or '(no checkout)'}"
+    return f"{args.suite}/{args.selection}"
 
 
 def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
@@ -162,7 +176,10 @@ def run_command(args) -> int:
             raise UserError(f"{jsonl} already exists; pass another --jsonl (records of one run per file)")
     else:
         # One file per run; a second shard/run of the same build gets its own file.
-        base = os.path.abspath(os.path.join(".torchconform", "runs", build))
+        # The build name is any text (../x, /tmp/x): it only names a file in that folder.
+        from torchconform.safe import safe_file_name
+
+        base = os.path.abspath(os.path.join(".torchconform", "runs", safe_file_name(build)))
         jsonl, n = base + ".jsonl", 1
         while os.path.exists(jsonl):
             n += 1
@@ -178,28 +195,40 @@ def run_command(args) -> int:
     env = dict(os.environ)
     if args.refdev_profile:
         env["TORCHCONFORM_REFDEV_PROFILE"] = args.refdev_profile
-    print(f"torchconform: build {build}: {args.suite}/{args.selection} on {args.device}", file=sys.stderr)
+    print(f"torchconform: build {build}: {_what_runs(args)} on {args.device}", file=sys.stderr)
     usage_error = None
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-    try:
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            errors="replace", preexec_fn=die_with_parent)
+    # SIGTERM (a CI cancel) and Ctrl-C reach pytest, which ends its run in order; this
+    # process keeps reading its output until it has, then reports the run as interrupted.
+    with forward_signals(proc) as forwarded:
+        last = None
         for line in proc.stdout:
+            if line == last and line.strip() == "bringing up nodes...":
+                continue  # xdist says it again at collection when not on a terminal
+            last = line
             sys.stderr.write(line)
             if line.startswith("ERROR: torchconform: ") and usage_error is None:
                 usage_error = line[len("ERROR: torchconform: "):].strip()
                 # The skiplist plugin words its errors "torchconform: error: ..." already.
                 usage_error = usage_error[len("error: "):] if usage_error.startswith("error: ") else usage_error
         rc = proc.wait()
-    except KeyboardInterrupt:
-        proc.terminate()  # the plugin turns SIGTERM into an orderly end: finished results are kept
-        proc.wait()
-        raise
     if usage_error:
         raise UserError(usage_error)
     if rc not in (0, 1) and not os.path.exists(jsonl):
+        if forwarded.signal is not None:
+            raise UserError(f"run interrupted ({signal.Signals(forwarded.signal).name}) before any test finished; "
+                            "nothing was recorded", exit_code=128 + forwarded.signal)
         raise UserError(f"pytest exited with status {rc} before recording anything; rerun with the command: "
                         f"{mask_password(' '.join(cmd))}")
     run, outcomes = read_jsonl(jsonl) if os.path.exists(jsonl) else ({}, [])
+    ended = rc in FINISHED_EXIT_STATUSES
+    if not ended:
+        _record_unfinished(db, build, proc.pid, rc, args, run, outcomes)
     result = breakdown(build, outcomes)
+    result.update(complete=ended, unfinished_runs=[] if ended else [{
+        "run": None, "suite": args.suite, "shard": "", "status": "interrupted", "exit_status": rc,
+        "results": len(outcomes), "planned": run.get("planned")}])
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -208,5 +237,25 @@ def run_command(args) -> int:
               file=sys.stderr)
         print(format_breakdown(result))
         print(f"outcome records: {jsonl}" + (f"; stored in {mask_password(db)}" if db else ""))
+    if forwarded.signal is not None:
+        return 128 + forwarded.signal  # the shell's convention for "ended by this signal"
     # Test failures are results, not errors of the run; anything else is reported as is.
-    return 0 if rc in (0, 1) else rc
+    return 0 if rc in (0, 1) else (128 - rc if rc < 0 else rc)
+
+
+def _record_unfinished(db, build, pid, rc, args, run, outcomes):
+    """pytest ended without finishing its run (interrupted, killed, crashed): the stored
+    run must say so even when pytest could not (SIGKILL, abort), and a JUnit file asked
+    for holds what was recorded."""
+    if db:
+        from torchconform.db.store import open_store
+
+        try:
+            with open_store(db, create=False) as store:
+                store.mark_interrupted(build, pid, rc)
+        except UserError as exc:
+            print(f"torchconform: could not mark the run interrupted in the store: {exc}", file=sys.stderr)
+    if args.junit and outcomes and run.get("exitstatus") is None:
+        from torchconform.collectors.sink_junit import write_junit
+
+        write_junit(os.path.abspath(args.junit), run, outcomes)

@@ -1,7 +1,7 @@
 """``torchconform sweep``: the nightly sweep (models: own engines; ops/upstream: pytest)."""
 from __future__ import annotations
 
-import subprocess
+import signal
 import sys
 
 from torchconform.errors import UserError
@@ -43,7 +43,7 @@ def run(args) -> int:
 def _models(args) -> int:
     import json
 
-    from torchconform.sweep.driver import SweepOptions, run_sweep
+    from torchconform.sweep.driver import SweepInterrupted, SweepOptions, run_sweep
 
     variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
     opts = SweepOptions(build=args.build, selection=args.selection, device=args.device, profile=args.profile,
@@ -52,7 +52,12 @@ def _models(args) -> int:
                         compile_backend=args.compile_backend, timeout=args.timeout,
                         memory_limit_mb=args.memory_limit_mb, threads=args.threads,
                         command=" ".join(["torchconform"] + sys.argv[1:]))
-    report = run_sweep(opts)
+    try:
+        report = run_sweep(opts)
+    except SweepInterrupted as exc:
+        print(f"torchconform: sweep interrupted ({signal.Signals(exc.signum).name}): the models that finished are "
+              "stored; run the same command with --resume to finish the build", file=sys.stderr)
+        return 128 + exc.signum  # the shell's convention for "ended by this signal"
     for note in opts.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.json:
@@ -70,8 +75,10 @@ def _render(report):
 
 def _pytest_suite(args) -> int:
     """ops/upstream: the runner's path (``torchconform run``: pytest + plugin + store),
-    with this shard (and, with --resume, only what the build lacks) kept by our plugin."""
+    with this shard (and, with --resume, only what the build lacks) kept by our plugin;
+    ``sweep/pytest_driver.py`` locks the build around it."""
     from torchconform.sweep import shards
+    from torchconform.sweep.pytest_driver import run_pytest_sweep
 
     shards.check_shard(args.shards, args.shard)
     cmd = [sys.executable, "-m", "torchconform", "run", "--suite", args.suite, "--selection", args.selection,
@@ -90,4 +97,4 @@ def _pytest_suite(args) -> int:
         cmd += ["--tc-shard", f"{args.shard}/{args.shards}"]
     if args.resume:
         cmd += ["--tc-sweep-resume"]
-    return subprocess.call(cmd)
+    return run_pytest_sweep(cmd, args.build, args.suite, args.shard, args.shards, args.resume, args.db)

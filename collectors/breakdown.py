@@ -7,6 +7,10 @@ speak this one shape, so it is defined once here:
      "outcomes": {outcome: count},            # every outcome key present, zeros included
      "backend_skip_kinds": {kind: count},     # every kind key present
      "missing_ops": [{"op": str, "tests": int}, ...]}   # most tests blocked first, then by name
+
+A stored build's breakdown (``summary``) and a run's (``run``) also say whether
+the build is whole: ``"complete": bool`` and ``"unfinished_runs": [{run, suite,
+shard, status, exit_status, results, planned}]`` (db/queries.py: completeness).
 """
 from __future__ import annotations
 
@@ -28,6 +32,9 @@ def make_breakdown(build: str, outcome_counts: dict, kind_counts: dict, missing_
         "outcomes": {o: int(outcome_counts.get(o, 0)) for o in OUTCOMES},
         "backend_skip_kinds": {k: int(kind_counts.get(k, 0)) for k in BACKEND_SKIP_KINDS},
         "missing_ops": [{"op": op, "tests": int(n)} for op, n in missing],
+        # Whole unless a reader of the store (or the runner) knows otherwise.
+        "complete": True,
+        "unfinished_runs": [],
     }
 
 
@@ -51,6 +58,7 @@ def format_breakdown(b: dict, top: int = 10) -> str:
     skipped = o[SKIP_ELIGIBILITY] + backend
     lines = [
         f"build {b['build']}: {b['total']} outcomes",
+        *incomplete_lines(b),
         f"  passed   {passed:>8}   (natively {o[PASS]}, through CPU fallback {o[PASS_FALLBACK]})",
         f"  failed   {failed:>8}   (fail {o[FAIL]}, error {o[ERROR]}, crash {o[CRASH]}, timeout {o[TIMEOUT]})",
         f"  skipped  {skipped:>8}",
@@ -65,3 +73,21 @@ def format_breakdown(b: dict, top: int = 10) -> str:
         for row in b["missing_ops"][:top]:
             lines.append(f"    {row['tests']:>7}  {row['op']}")
     return "\n".join(lines)
+
+
+def incomplete_lines(b: dict) -> list[str]:
+    """The warning an incomplete build's breakdown starts with (nothing for a whole one)."""
+    if b.get("complete", True):
+        return []
+    lines = ["  INCOMPLETE: some runs did not finish; the counts below are partial and the build is "
+             "never a baseline"]
+    for r in b.get("unfinished_runs", []):
+        where = r["suite"] + (f" shard {r['shard']}" if r.get("shard") else "")
+        from torchconform.procs import describe_exit
+
+        how = {"running": "still running, or killed on another host",
+               "lost": "its process is gone (killed)"}.get(r["status"], f"{r['status']}, {describe_exit(r['exit_status'])}")
+        got = f"{r['results']} of {r['planned']} planned tests" if r.get("planned") else f"{r['results']} tests"
+        label = f"run {r['run']}" if r.get("run") is not None else "this run"
+        lines.append(f"    {label} ({where}): {how}; {got} recorded")
+    return lines

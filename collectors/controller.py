@@ -27,6 +27,8 @@ from torchconform.collectors.outcome import (
 from torchconform.collectors.settings import default_build_name, source_revision
 from torchconform.collectors.testinfo import parse_test_id
 from torchconform.collectors.watchdog import STATE_ENV, read_timeout_marker
+from torchconform.procs import describe_exit
+from torchconform.config import mask_password
 
 BATCH_SIZE = 200
 FLUSH_SECONDS = 2.0
@@ -83,7 +85,9 @@ class ControllerPlugin:
         self._flusher: threading.Thread | None = None
         self._seen_collect_errors: set[str] = set()
         self.run: dict = {}
-        self._old_sigterm = None
+        self._old_signals: dict = {}
+        # xdist workers run the tests (this plugin is never registered on a worker).
+        self.distributed = bool(getattr(config.option, "numprocesses", None))
         # Watchdogs in workers leave timeout markers here (workers inherit the env).
         if not os.environ.get(STATE_ENV):
             os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="torchconform-")
@@ -127,7 +131,7 @@ class ControllerPlugin:
             "device": self.device,
             "profile": self._profile_label(),
             "backend_profile": self.profile.name,
-            "command_line": " ".join(shlex.quote(a) for a in [sys.executable, "-m", "pytest", *args]),
+            "command_line": mask_password(" ".join(shlex.quote(a) for a in [sys.executable, "-m", "pytest", *args])),
             "host": socket.gethostname(),
             "start_time": _now(),
             "shard": self.settings.shard,
@@ -141,15 +145,25 @@ class ControllerPlugin:
     def pytest_sessionstart(self, session):
         self.run = self._run_info()
         self.config.hook.pytest_torchconform_run_start(config=self.config, run=self.run)
-        # SIGTERM becomes KeyboardInterrupt so pytest finishes the session and we flush.
-        self._old_sigterm = None
+        # SIGTERM (a CI runner's cancel) and SIGINT become one KeyboardInterrupt, so pytest
+        # ends the session in order and the sinks get every finished outcome and the run's
+        # end; later signals are ignored until then (they would cut that flush short).
+        self._old_signals = {}
         if threading.current_thread() is threading.main_thread():
-            try:
-                self._old_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
-            except ValueError:
-                pass
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                try:
+                    self._old_signals[signum] = signal.signal(signum, _raise_interrupt)
+                except ValueError:
+                    pass
         self._flusher = threading.Thread(target=self._flush_loop, name="torchconform-flush", daemon=True)
         self._flusher.start()
+
+    def pytest_keyboard_interrupt(self, excinfo):
+        # Told to stop (called before the session finishes): xdist would give each worker
+        # 10 s to finish its test; what is in flight will not be a result anyway.
+        INTERRUPTED.set()
+        if self.distributed:
+            stop_workers(self.config)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
@@ -161,8 +175,32 @@ class ControllerPlugin:
             self.flush()
             self.run.update(end_time=_now(), exitstatus=int(exitstatus), total=self.total, outcomes=dict(self.counts))
             self.config.hook.pytest_torchconform_run_end(config=self.config, run=self.run, exitstatus=int(exitstatus))
-        if self._old_sigterm is not None:
-            signal.signal(signal.SIGTERM, self._old_sigterm)
+        for signum, handler in self._old_signals.items():
+            signal.signal(signum, handler)
+
+    # -- how many tests the run plans ----------------------------------------------
+    def _planned(self, count: int):
+        if "planned" in self.run:
+            return
+        with self._lock:
+            self.run["planned"] = int(count)
+            self.config.hook.pytest_torchconform_planned(config=self.config, run=self.run, planned=int(count))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session):
+        if not self.distributed:
+            self._planned(len(session.items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        self._planned(len(ids))  # every worker collects the same tests
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        # A serial run's tests run in this process: a test that aborts or segfaults it
+        # takes the buffer along, so everything finished is handed to the sinks before
+        # the next test starts (under xdist a worker's crash leaves this process alive).
+        if not self.distributed and self.buffer:
+            self.flush()
 
     def _flush_loop(self):
         while not self._stop.wait(FLUSH_SECONDS / 2):
@@ -187,11 +225,15 @@ class ControllerPlugin:
             tc = getattr(report, "tc", None) or {}
             if report.when == "???":  # xdist: the worker died while running this test
                 marker = read_timeout_marker(self.state_dir, report.nodeid)
-                if marker:
+                if INTERRUPTED.is_set():
+                    # A cancelled run's workers die with it (a CI runner signals the whole group).
+                    v = {"outcome": ERROR, "message": "run interrupted before the test finished"}
+                elif marker:
                     v = {"outcome": TIMEOUT, "message": f"exceeded the {marker.get('timeout')} s per-test timeout; worker killed"}
                     state["duration"] += float(marker.get("timeout") or 0)
                 else:
-                    v = {"outcome": CRASH, "message": bound_message(str(report.longrepr))}
+                    v = {"outcome": CRASH, "message": bound_message(
+                        f"{report.longrepr}{worker_exit(getattr(report, 'node', None))}")}
                 state["phases"]["call"] = v
                 self._finish(report.nodeid, self.pending.pop(report.nodeid))
                 return
@@ -270,5 +312,39 @@ class ControllerPlugin:
             self.flush()
 
 
+def worker_exit(node, wait: float = 3.0) -> str:
+    """How a crashed xdist worker's process ended, as a clause for the crash message:
+    ``: killed by SIGSEGV``, ``: exit status 3``; empty when the platform does not say
+    (a worker on a remote gateway, or one still not gone after ``wait`` seconds)."""
+    popen = getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None)
+    if popen is None:
+        return ""
+    try:
+        code = popen.wait(timeout=wait)
+    except Exception:  # subprocess.TimeoutExpired, or a gateway without a real process
+        return ""
+    return "" if code is None else f": {describe_exit(code)}"
+
+
+def stop_workers(config) -> None:
+    """SIGTERM every local xdist worker process now (remote gateways are left to xdist)."""
+    dsession = config.pluginmanager.getplugin("dsession")
+    group = getattr(getattr(dsession, "nodemanager", None), "group", None)
+    for gateway in list(group or ()):
+        popen = getattr(getattr(gateway, "_io", None), "popen", None)
+        if popen is not None and popen.poll() is None:
+            try:
+                popen.terminate()
+            except OSError:
+                pass
+
+
+# Set once the run was told to stop (SIGTERM / SIGINT).
+INTERRUPTED = threading.Event()
+
+
 def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+    INTERRUPTED.set()
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, signal.SIG_IGN)
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")

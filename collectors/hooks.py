@@ -1,6 +1,6 @@
 """Hooks the torchconform plugin offers (registered with ``pluginmanager.add_hookspecs``).
 
-All three are called on the controller process only (the process that owns the
+All but the skiplist hook are called on the controller process only (the process that owns the
 terminal; under xdist, not on workers).  Sinks (JSON lines, JUnit XML, the
 store) are plugins implementing them.  ``pytest_torchconform_skiplist`` is the
 exception: it is asked wherever tests are collected (workers).
@@ -20,6 +20,11 @@ def pytest_torchconform_outcomes(config, outcomes):
     Batches are flushed every ~200 outcomes or few seconds and at the end, so a
     run killed half way keeps everything that finished before the last flush.
     """
+
+
+def pytest_torchconform_planned(config, run, planned):
+    """Collection is done: the run sets out to run ``planned`` tests (``run["planned"]``
+    holds it too), so a reader of an interrupted run can say how far it got."""
 
 
 def pytest_torchconform_run_end(config, run, exitstatus):

@@ -50,6 +50,11 @@ MESSAGE_LIMIT = 500
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
+def replace_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate written as U+FFFD."""
+    return text if text.isascii() else _SURROGATES.sub("\ufffd", text)
+
+
 def bound_message(text: str | None, limit: int = MESSAGE_LIMIT) -> str:
     """First non-empty line of ``text``, cut to ``limit`` characters, with lone
     surrogates written as U+FFFD."""
@@ -58,8 +63,7 @@ def bound_message(text: str | None, limit: int = MESSAGE_LIMIT) -> str:
     for line in str(text).splitlines():
         line = line.strip()
         if line:
-            if not line.isascii():
-                line = _SURROGATES.sub("\ufffd", line)
+            line = replace_surrogates(line)
             return line if len(line) <= limit else line[: limit - 1] + "\u2026"
     return ""
 

@@ -116,6 +116,13 @@ def is_xdist_worker(config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def is_xdist_controller(config) -> bool:
+    """This process hands tests to xdist workers and runs none itself.  Its device check
+    runs in a background thread (``BackgroundSetup``) until collection, so nothing else
+    on it may import torch before then: two threads importing torch at once break it."""
+    return not is_xdist_worker(config) and bool(getattr(config.option, "numprocesses", None))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):
     settings = config.stash.get(SETTINGS_KEY, None)

@@ -15,7 +15,7 @@ from torchconform.collectors import notes
 from torchconform.collectors.classify import (
     DTYPE_PREFIX, SKIPLIST_PREFIX, Verdict, classify_exception, classify_text,
 )
-from torchconform.collectors.outcome import PASS, XFAIL, XPASS, bound_message
+from torchconform.collectors.outcome import PASS, XFAIL, XPASS, bound_message, replace_surrogates
 from torchconform.collectors.testinfo import item_info
 from torchconform.collectors.watchdog import STATE_ENV, Watchdog
 from torchconform.skiplists.entries import ref_from_message
@@ -138,6 +138,14 @@ class WorkerPlugin:
         report.tc = tc
         return report
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_to_serializable(self, config, report):
+        # What xdist sends to the controller (report.tc, longrepr, captured sections):
+        # execnet encodes every string as UTF-8, so one lone surrogate (an undecodable
+        # byte in an assertion message) would end the whole run with an INTERNALERROR.
+        data = yield
+        return _without_surrogates(data)
+
     def _phase_verdict(self, report, call) -> Verdict | None:
         exc = call.excinfo.value if call.excinfo is not None else None
         wasxfail = getattr(report, "wasxfail", None)
@@ -163,6 +171,19 @@ class WorkerPlugin:
         if exc is not None and not isinstance(exc, pytest.fail.Exception):
             return classify_exception(exc, self.profile, status=status)
         return classify_text(str(report.longrepr), self.profile, status=status)
+
+
+def _without_surrogates(value):
+    """A JSON-able value with lone surrogates written as U+FFFD in every string."""
+    if isinstance(value, str):
+        return replace_surrogates(value)
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_without_surrogates(v) for v in value)
+    return value
 
 
 def _chain_text(exc) -> str:

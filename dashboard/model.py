@@ -29,6 +29,10 @@ class BuildInfo:
         return pass_rate(self.summary)
 
     @property
+    def complete(self) -> bool:
+        return bool(self.meta.get("complete", True))
+
+    @property
     def group(self) -> tuple[str, str]:
         return (self.branch, self.device)
 
@@ -69,7 +73,8 @@ def load_builds(store, queries) -> list[BuildInfo]:
             meta={k: v for k, v in row.items() if k not in ("name", "id")},
         )
         info.baseline = previous.get(info.group)
-        previous[info.group] = info
+        if row.get("complete", True):  # an interrupted build is never anyone's baseline
+            previous[info.group] = info
         out.append(info)
     return out
 

@@ -9,7 +9,6 @@ shows an absolute permalink.
 from __future__ import annotations
 
 import json
-import re
 from numbers import Number
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from markupsafe import Markup, escape
 from torchconform import __version__
 from torchconform.dashboard import charts, styles
 from torchconform.dashboard.tables import Table, write_downloads
+from torchconform.safe import safe_file_name
 
 TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
@@ -148,13 +148,10 @@ class Site:
         path.write_text(f"TC.loaded({json.dumps(key)},{body});\n", encoding="utf-8")
 
 
-_SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")
-
-
 def slugify(name: str, taken: set[str]) -> str:
-    """A file-name-safe, unique, readable slug for a build name."""
-    base = _SLUG_BAD.sub("-", name).strip("-.") or "build"
-    base = base[:80]
+    """A file-name-safe, unique, readable slug for a build name (``safe_file_name``;
+    ``-2``, ``-3``... for names only a case-insensitive file system confuses)."""
+    base = safe_file_name(name)
     slug, i = base, 2
     while slug.lower() in taken:
         slug = f"{base}-{i}"

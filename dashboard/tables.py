@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter, methodcaller
 from pathlib import Path
 
-# A spreadsheet would run a cell that starts with one of these as a formula;
-# test names come from anywhere, so such cells get a leading apostrophe in CSV.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+from torchconform.safe import FORMULA_START, csv_cell
 
 
 @dataclass
@@ -45,11 +43,9 @@ class Table:
 
 
 def _csv_cell(value):
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
     if isinstance(value, (list, tuple)):
         return " ".join(str(v) for v in value)
-    return value
+    return csv_cell(value)  # test names come from anywhere: a formula start is written as text
 
 
 _PLAIN_TYPES = frozenset({int, float, bool, type(None)})
@@ -65,7 +61,7 @@ def _csv_rows(rows: list[list], int_from: int | None = None) -> list:
         return rows
     if int_from is not None:
         strings = set().union(*(map(itemgetter(j), rows) for j in range(int_from)))
-        if not any(map(methodcaller("startswith", _FORMULA_START), strings)):
+        if not any(map(methodcaller("startswith", FORMULA_START), strings)):
             return rows
     width = max(map(len, rows))
     if min(map(len, rows)) != width:
@@ -78,7 +74,7 @@ def _csv_rows(rows: list[list], int_from: int | None = None) -> list:
             continue
         if types <= _PLAIN_TYPES | {str}:
             strings = [v for v in col if type(v) is str] if types - {str} else col
-            if not any(map(methodcaller("startswith", _FORMULA_START), strings)):
+            if not any(map(methodcaller("startswith", FORMULA_START), strings)):
                 continue
         columns[j] = list(map(_csv_cell, col))
         changed = True

@@ -12,6 +12,7 @@ import json
 from torchconform.collectors.outcome import Outcome
 from torchconform.db import queries
 from torchconform.errors import UserError
+from torchconform.safe import csv_cell
 
 FORMATS = ("junit", "json", "csv")
 FIELDS = [f.name for f in dataclasses.fields(Outcome)]
@@ -43,7 +44,7 @@ def _csv(store, build, info, out) -> int:
     for o in queries.iter_outcomes(store, build):
         row = o.to_dict()
         row["fallback_ops"] = " ".join(row["fallback_ops"])
-        writer.writerow([row[f] for f in FIELDS])
+        writer.writerow([csv_cell(row[f]) for f in FIELDS])
         n += 1
     return n
 

@@ -41,11 +41,13 @@ class Batch:
 
 
 def ingest(store, paths: list[str], build: str, suite: str | None = None, append: bool = False,
-           profile=None, command: str = "", host: str = "") -> dict:
+           profile=None, command: str = "", host: str = "", allow_empty: bool = False) -> dict:
     """Store JUnit files as one build (one run per file) in one transaction.
 
     Files are streamed in batches inside that transaction; any bad input
-    raises UserError and rolls everything back, so nothing is stored.
+    raises UserError and rolls everything back, so nothing is stored.  A file
+    with no test cases is bad input unless ``allow_empty`` (an empty build would
+    look like a complete one that ran nothing).
     """
     if not paths:
         raise UserError("no files to ingest; pass one or more JUnit XML paths")
@@ -61,10 +63,16 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
             store.ensure_build(build, append=append, conn=conn)
             meta: dict = {}
             run_id = None
+            per_file: dict[int, int] = {}
             for batch in batches:
                 if run_id is None:
                     run_id = _start(store, conn, build, paths[batch.file], batch, host, command)
-                total += store.add_rows(run_id, batch.tests, batch.results, conn=conn)
+                stored = store.add_rows(run_id, batch.tests, batch.results, conn=conn)
+                total += stored
+                per_file[batch.file] = per_file.get(batch.file, 0) + stored
+                if batch.last and not per_file[batch.file] and not allow_empty:
+                    raise UserError(f"{paths[batch.file]}: no test cases; ingest a report that ran tests, or pass "
+                                    "--allow-empty to store an empty run")
                 if batch.last:
                     store.finish_run(run_id, 0, conn=conn)
                     run_id = None

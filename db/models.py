@@ -17,7 +17,22 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # The schema revision this version of the tool reads and writes.
-HEAD_REVISION = "0003_repro_templates"
+HEAD_REVISION = "0004_run_states"
+
+# Run states (``runs.status``).  A build is complete when every run is FINISHED or
+# RESUMED (an interrupted run whose remaining tests a later run of the build covered).
+RUNNING, FINISHED, INTERRUPTED, RESUMED = "running", "finished", "interrupted", "resumed"
+# Shown, never stored: a RUNNING run on this host whose process is gone (kill -9).
+LOST = "lost"
+DONE_STATES = (FINISHED, RESUMED)
+# pytest's exit statuses of a run that ran what it planned: OK, TESTS_FAILED, NO_TESTS_COLLECTED.
+FINISHED_EXIT_STATUSES = (0, 1, 5)
+
+
+def status_for_exit(exit_status: int) -> str:
+    """The state a run ends in for pytest's exit status (signals as negative numbers)."""
+    return FINISHED if int(exit_status) in FINISHED_EXIT_STATUSES else INTERRUPTED
+
 
 # BigInteger primary keys on PostgreSQL, INTEGER (rowid alias) on SQLite.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
@@ -62,6 +77,24 @@ class Run(Base):
     # The run's repro command with {id} and {op} for the test's id and op
     # (collectors/outcome.py: repro_template); "" when its results hold their own.
     repro_template: Mapped[str] = mapped_column(Text, default="", nullable=False, server_default="")
+    status: Mapped[str] = mapped_column(String(20), default=RUNNING, nullable=False, server_default=RUNNING)
+    # The process that writes the run (the pytest controller, the sweep driver), on ``host``.
+    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Tests the run set out to run (NULL: not known, e.g. ingest).
+    planned: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class BuildLock(Base):
+    """The one live writer of a build that must not have two (a resumed sweep)."""
+    __tablename__ = "build_locks"
+
+    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(300), nullable=False)
+    host: Mapped[str] = mapped_column(String(200), nullable=False)
+    pid: Mapped[int] = mapped_column(Integer, nullable=False)
+    token: Mapped[str] = mapped_column(String(64), nullable=False)
+    acquired: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    heartbeat: Mapped[datetime] = mapped_column(DateTime, nullable=False)
 
 
 class Test(Base):
@@ -114,3 +147,4 @@ builds = Build.__table__
 runs = Run.__table__
 tests = Test.__table__
 results = Result.__table__
+build_locks = BuildLock.__table__

@@ -11,6 +11,7 @@ and show in ``test_history`` and ``flaky_tests``.
 from __future__ import annotations
 
 import dataclasses
+import socket
 from collections import Counter, defaultdict
 from typing import Iterator
 
@@ -20,7 +21,9 @@ from torchconform.collectors.breakdown import make_breakdown
 from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, FAILED, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TIMEOUT, Outcome,
 )
-from torchconform.db.models import builds, results, runs, tests
+from torchconform.config import mask_password
+from torchconform.db.models import DONE_STATES, builds, results, runs, tests
+from torchconform.db.runstate import build_complete, effective_status
 from torchconform.db.store import TEST_COLUMNS
 from torchconform.errors import UserError
 
@@ -74,39 +77,64 @@ def _build_dict(row, run_stats: dict | None = None) -> dict:
     return d
 
 
+def _run_states(conn) -> dict[int, list[str]]:
+    """{build id: [effective status of each run]} (see db/runstate.py)."""
+    out: dict[int, list[str]] = {}
+    this_host = socket.gethostname()
+    for build_id, status, host, pid in conn.execute(
+            select(runs.c.build_id, runs.c.status, runs.c.host, runs.c.pid).order_by(runs.c.id)):
+        out.setdefault(build_id, []).append(effective_status(status, host, pid, this_host))
+    return out
+
+
 def list_builds(store) -> list[dict]:
-    """Every build, oldest first, with run counts and results stored (not deduplicated)."""
+    """Every build, oldest first, with run counts, results stored (not deduplicated) and
+    ``complete`` (every run finished or resumed; an interrupted or killed run makes it false)."""
     stats = (select(runs.c.build_id,
                     func.count(runs.c.id).label("runs"),
-                    func.count(runs.c.exit_status).label("complete_runs"),
                     func.coalesce(func.sum(runs.c.n_results), 0).label("results"))
              .group_by(runs.c.build_id).subquery())
-    query = (select(builds, stats.c.runs, stats.c.complete_runs, stats.c.results)
+    query = (select(builds, stats.c.runs, stats.c.results)
              .select_from(builds.outerjoin(stats, stats.c.build_id == builds.c.id))
              .order_by(builds.c.created, builds.c.id))
     with store.read() as conn:
         rows = conn.execute(query).mappings().all()
+        states = _run_states(conn)
     out = []
     for row in rows:
         n_runs = int(row["runs"] or 0)
-        complete = int(row["complete_runs"] or 0)
-        out.append(_build_dict(row, {"runs": n_runs, "complete": n_runs > 0 and complete == n_runs,
+        statuses = states.get(row["id"], [])
+        out.append(_build_dict(row, {"runs": n_runs, "complete": build_complete(statuses),
+                                     "unfinished_runs": sum(s not in DONE_STATES for s in statuses),
                                      "results": int(row["results"] or 0)}))
     return out
 
 
 def build_info(store, build: str) -> dict:
-    """One build's metadata and its runs (suite, shard, host, times, exit status)."""
+    """One build's metadata and its runs (suite, shard, host, times, exit status, status)."""
+    this_host = socket.gethostname()
     with store.read() as conn:
         row = store.build_row(build, conn)
         run_rows = conn.execute(select(runs).where(runs.c.build_id == row["id"]).order_by(runs.c.id)).mappings().all()
     info = _build_dict(row)
     info["runs"] = [{"id": r["id"], "suite": r["suite"], "selection": r["selection"], "shard": r["shard"],
-                     "host": r["host"], "command": r["command"], "started": _iso(r["started"]),
-                     "ended": _iso(r["ended"]), "exit_status": r["exit_status"], "results": r["n_results"]}
+                     "host": r["host"], "command": mask_password(r["command"]),  # rows stored before masking
+                     "started": _iso(r["started"]),
+                     "ended": _iso(r["ended"]), "exit_status": r["exit_status"], "results": r["n_results"],
+                     "status": effective_status(r["status"], r["host"], r["pid"], this_host),
+                     "planned": r["planned"]}
                     for r in run_rows]
-    info["complete"] = bool(run_rows) and all(r["exit_status"] is not None for r in run_rows)
+    info["complete"] = build_complete(r["status"] for r in info["runs"])
     return info
+
+
+def completeness(info: dict) -> dict:
+    """The part of a breakdown that says whether the build is whole: ``complete`` and,
+    per run that did not finish, what happened to it (from ``build_info``)."""
+    unfinished = [{"run": r["id"], "suite": r["suite"], "shard": r["shard"], "status": r["status"],
+                   "exit_status": r["exit_status"], "results": r["results"], "planned": r["planned"]}
+                  for r in info["runs"] if r["status"] not in DONE_STATES]
+    return {"complete": info["complete"], "unfinished_runs": unfinished}
 
 
 def latest_build(store, branch: str | None = None, device: str | None = None,
@@ -143,7 +171,7 @@ def summary(store, build: str) -> dict:
                  .select_from(_latest(build_id))
                  .group_by(results.c.outcome, results.c.kind, results.c.missing_op))
         rows = conn.execute(query).all()
-    return _assemble(build, rows)
+    return {**_assemble(build, rows), **completeness(build_info(store, build))}
 
 
 def summary_by(store, build: str, by: str) -> dict:

@@ -3,7 +3,9 @@
 Registered by the torchconform pytest plugin (controller process only) when
 ``--tc-db`` is given.  Each batch the plugin flushes becomes one transaction, so
 a killed run keeps everything flushed before it died; the run is marked
-complete (end time, exit status) only in ``pytest_torchconform_run_end``.
+ended (end time, exit status, ``finished`` or ``interrupted``) only in
+``pytest_torchconform_run_end``; a run killed before that stays ``running``
+with this process's pid, which readers show as ``lost`` once it is gone.
 
 Several shards of one build (same ``--tc-build`` on several machines or
 processes) each add their own run to the same build: the sink always appends.
@@ -59,6 +61,10 @@ class StoreSink:
         self.run_id = self.store.start_run(
             self.build, suite=run.get("suite") or "", selection=run.get("selection") or "",
             shard=run.get("shard") or "", host=run.get("host") or socket.gethostname(), command=command)
+
+    def pytest_torchconform_planned(self, config, run, planned):
+        if self.run_id is not None:
+            self.store.set_planned(self.run_id, planned)
 
     def pytest_torchconform_outcomes(self, config, outcomes):
         if self.run_id is None or not outcomes:

@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
-from sqlalchemy import create_engine, event, inspect, select, update
+from sqlalchemy import create_engine, event, func, inspect, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.engine import make_url
@@ -24,7 +25,9 @@ from sqlalchemy.engine import make_url
 from torchconform.collectors.outcome import Outcome, render_repro, repro_template
 from torchconform.config import db_url, mask_password
 from torchconform.db import migrate
-from torchconform.db.models import HEAD_REVISION, builds, runs, tests
+from torchconform.db.models import (
+    DONE_STATES, HEAD_REVISION, INTERRUPTED, RESUMED, RUNNING, builds, runs, status_for_exit, tests,
+)
 from torchconform.errors import UserError
 
 # Columns of ``builds`` that metadata keys fill; anything else goes to the JSON column.
@@ -190,23 +193,73 @@ class Store:
 
     # -- runs ----------------------------------------------------------------------------
     def start_run(self, build: str | int, suite: str = "", selection: str = "", shard: str = "",
-                  host: str = "", command: str = "", repro_template: str = "", conn: Connection | None = None) -> int:
-        """A new run of ``build``; ``repro_template`` (see collectors/outcome.py) is what a
-        result stored with no repro command of its own (None) gets rendered from."""
+                  host: str = "", command: str = "", repro_template: str = "", pid: int | None = None,
+                  planned: int | None = None, conn: Connection | None = None) -> int:
+        """A new run of ``build`` (status ``running``); ``repro_template`` (see collectors/outcome.py)
+        is what a result stored with no repro command of its own (None) gets rendered from;
+        ``pid`` the writing process on ``host`` (default: this one), so that readers can tell
+        a killed run from a live one."""
         if conn is None:
             with self.write() as c:
-                return self.start_run(build, suite, selection, shard, host, command, repro_template, conn=c)
+                return self.start_run(build, suite, selection, shard, host, command, repro_template, pid,
+                                      planned, conn=c)
         build_id = build if isinstance(build, int) else self.build_id(build, conn)
         values = dict(build_id=build_id, suite=suite or "", selection=_text(selection), shard=str(shard or ""),
-                      host=host or "", command=_text(command), started=utcnow(), n_results=0,
-                      repro_template=repro_template or "")
+                      host=host or socket.gethostname(), command=mask_password(_text(command)), started=utcnow(), n_results=0,
+                      repro_template=repro_template or "", status=RUNNING,
+                      pid=os.getpid() if pid is None else (pid or None), planned=planned)
         return conn.execute(runs.insert().values(**values).returning(runs.c.id)).scalar_one()
 
-    def finish_run(self, run_id: int, exit_status: int, conn: Connection | None = None) -> None:
+    def set_planned(self, run_id: int, planned: int, conn: Connection | None = None) -> None:
+        """How many tests the run set out to run (known after collection)."""
         if conn is None:
             with self.write() as c:
-                return self.finish_run(run_id, exit_status, conn=c)
-        conn.execute(update(runs).where(runs.c.id == run_id).values(ended=utcnow(), exit_status=int(exit_status)))
+                return self.set_planned(run_id, planned, conn=c)
+        conn.execute(update(runs).where(runs.c.id == run_id).values(planned=int(planned)))
+
+    def finish_run(self, run_id: int, exit_status: int, status: str | None = None,
+                   conn: Connection | None = None) -> None:
+        """End a run: ``finished`` for pytest's OK/TESTS_FAILED/NO_TESTS_COLLECTED, else
+        ``interrupted`` (or the ``status`` given)."""
+        if conn is None:
+            with self.write() as c:
+                return self.finish_run(run_id, exit_status, status, conn=c)
+        conn.execute(update(runs).where(runs.c.id == run_id).values(
+            ended=utcnow(), exit_status=int(exit_status), status=status or status_for_exit(exit_status)))
+
+    def mark_interrupted(self, build: str, pid: int, exit_status: int, host: str | None = None,
+                         conn: Connection | None = None) -> int:
+        """Runs of ``build`` written by process ``pid`` on ``host`` that are still
+        ``running`` become ``interrupted`` with ``exit_status`` (the supervisor of a
+        pytest that died without ending its run); returns how many."""
+        if conn is None:
+            with self.write() as c:
+                return self.mark_interrupted(build, pid, exit_status, host, conn=c)
+        row = conn.execute(select(builds.c.id).where(builds.c.name == build)).first()
+        if row is None:
+            return 0
+        result = conn.execute(update(runs).where(
+            runs.c.build_id == row[0], runs.c.pid == int(pid), runs.c.host == (host or socket.gethostname()),
+            runs.c.status == RUNNING).values(ended=utcnow(), exit_status=int(exit_status), status=INTERRUPTED))
+        return result.rowcount or 0
+
+    def mark_resumed(self, build: str | int, suite: str, conn: Connection | None = None,
+                     shard: str | None = None) -> int:
+        """After a resume covered every planned test of ``suite``: the build's earlier
+        runs of that suite that did not finish become ``resumed``; returns how many.
+        ``shard`` (``runs.shard``, e.g. ``1/4``): only that shard's runs, which is all a
+        sharded resume covers."""
+        if conn is None:
+            with self.write() as c:
+                return self.mark_resumed(build, suite, conn=c, shard=shard)
+        build_id = build if isinstance(build, int) else self.build_id(build, conn)
+        scope = [runs.c.build_id == build_id, runs.c.suite == suite]
+        if shard is not None:
+            scope.append(runs.c.shard == shard)
+        result = conn.execute(update(runs).where(
+            *scope, runs.c.status.notin_(DONE_STATES),
+            runs.c.id != conn.execute(select(func.max(runs.c.id)).where(*scope)).scalar_one()).values(status=RESUMED))
+        return result.rowcount or 0
 
     # -- outcomes ------------------------------------------------------------------------
     def add_outcomes(self, run_id: int, outcomes: Iterable[Outcome], conn: Connection | None = None) -> int:

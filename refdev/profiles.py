@@ -34,9 +34,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-import yaml
-
 from torchconform.errors import UserError
+from torchconform.skiplists.yamlpos import YamlError, load_data
 
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 DEFAULT_PROFILE = "young-backend"
@@ -149,14 +148,14 @@ def load_profile(name_or_path: str | None = None) -> Profile:
     """Read and validate a profile by shipped name or YAML path."""
     path = profile_path(name_or_path or os.environ.get("TORCHCONFORM_REFDEV_PROFILE") or DEFAULT_PROFILE)
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise _bad(path, f"malformed YAML{where} ({getattr(exc, 'problem', None) or exc})") from None
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except OSError as exc:
         raise UserError(f"cannot read refdev profile {path}: {exc.strerror}; check the path and permissions") from None
+    try:
+        data = load_data(path, text)
+    except YamlError as exc:
+        raise UserError(f"malformed YAML in refdev profile {exc}") from None
     if not isinstance(data, dict):
         raise _bad(path, "top level must be a mapping with keys " + ", ".join(sorted(_KEYS)))
     unknown = set(data) - _KEYS

@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from torchconform.errors import UserError
+from torchconform.skiplists.yamlpos import YamlError, load_data
 
 PROFILE_DIR = Path(__file__).resolve().parent
 
@@ -148,11 +147,9 @@ def load_profile(name_or_path: str | os.PathLike) -> BackendProfile:
             "or a path to a profile.yaml"
         )
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise UserError(f"malformed backend profile {where}: {getattr(exc, 'problem', exc)}; fix the YAML")
+        data = load_data(str(path)) or {}
+    except YamlError as exc:
+        raise UserError(f"malformed backend profile {exc}") from None
     if not isinstance(data, dict):
         raise UserError(f"backend profile {path} must be a mapping of keys; see skiplists/refdev/profile.yaml")
     unknown = sorted(set(data) - _KNOWN_KEYS)

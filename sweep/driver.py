@@ -7,8 +7,11 @@ models behind and ``--resume`` finishes exactly the rest.
 """
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
 import sys
+import threading
 from dataclasses import dataclass, field
 
 from torchconform.collectors.breakdown import breakdown, format_breakdown
@@ -124,9 +127,58 @@ def plan(all_ids, opts: SweepOptions, store, build: str):
     return mine, tasks, complete
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """SIGTERM or SIGINT ended the sweep in order: finished models are stored, the run
+    is ``interrupted``, the workers are gone; ``--resume`` finishes the build."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _StopOnSignal:
+    """The SIGTERM/SIGINT handler of a sweep: raises SweepInterrupted in the main thread,
+    except while a finished model is being stored (then right after its commit, so it is
+    kept whole); later signals are ignored (they would cut the orderly end short)."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self.storing = False
+
+    def __call__(self, signum, frame):
+        if self.signum is None:
+            self.signum = signum
+            if not self.storing:
+                raise SweepInterrupted(signum)
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise SweepInterrupted(self.signum)
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    stop = _StopOnSignal()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop  # signals reach the main thread only
+        return
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def shard_label(shard: int, shards: int) -> str:
+    """``runs.shard`` of a sweep: ``I/N``, or "" unsharded."""
+    return f"{shard}/{shards}" if shards > 1 else ""
+
+
 def run_sweep(opts: SweepOptions) -> SweepReport:
     import torch
 
+    from torchconform.db import locks
     from torchconform.db.store import open_store
 
     bad = [v for v in opts.variants if v not in VARIANTS]
@@ -140,47 +192,73 @@ def run_sweep(opts: SweepOptions) -> SweepReport:
         engine.connect()  # an unreachable cluster is a user error before anything is stored
 
     store = open_store(db_url(opts.db or None))
+    label = shard_label(opts.shard, opts.shards)
     try:
-        # Plan first: a refused sweep (results already there, no --resume) stores nothing.
-        mine, tasks, complete = plan(all_ids, opts, store, opts.build)
-        store.ensure_build(opts.build, append=True, torch_version=torch.__version__, device=device,
-                           profile=prof.name, backend=prof.backend_module or device)
-        run_id = store.start_run(opts.build, suite=SUITE, selection=opts.selection,
-                                 shard=f"{opts.shard}/{opts.shards}" if opts.shards > 1 else "",
-                                 host=socket.gethostname(), command=opts.command)
-        settings = Settings(device=device, profile=prof.path or prof.name, variants=tuple(opts.variants),
-                            compile_backend=opts.compile_backend, timeout=opts.timeout,
-                            memory_limit_mb=opts.memory_limit_mb, threads=opts.threads)
-        progress = Progress(len(tasks), stream=opts.progress_stream or sys.stderr)
-        collected: list = []
-        variants_of = {t.model_id: t.variants for t in tasks}
-
-        def on_result(result) -> None:
-            # Store first: once this returns the model survives a kill of the sweep.
-            wanted = {test_id(result.model_id, v) for v in variants_of.get(result.model_id, ())}
-            outcomes = [o for o in result.outcomes if o.test_id in wanted]
-            store.add_outcomes(run_id, outcomes)
-            collected.extend(outcomes)
-            progress.update(outcomes)
-
-        status = 1
-        try:
-            engine.run(tasks, settings, on_result)
-            status = 0
-        except KeyboardInterrupt:
-            status = 130
-            raise
-        finally:
-            progress.close()
-            store.finish_run(run_id, status)
-        from torchconform.db import queries
-
-        whole = queries.summary_by(store, opts.build, "suite").get(SUITE) or breakdown(opts.build, [])
-        return SweepReport(build=opts.build, run_id=run_id, selected=len(mine), skipped=complete,
-                           ran=len(tasks), outcomes=collected, breakdown=breakdown(opts.build, collected),
-                           build_breakdown=whole, replaced_workers=getattr(engine, "replaced", 0))
+        with stop_on_signals() as stop:
+            # Plan first: a refused sweep (results already there, no --resume) stores nothing.
+            plan(all_ids, opts, store, opts.build)
+            # One live sweep of these models per build: a second one (a --resume while
+            # this one runs) is refused instead of running the rest twice.
+            with locks.held(store, opts.build, locks.holder_name(SUITE, opts.shard, opts.shards)) as lock:
+                # Again under the lock: what a sweep that ended meanwhile stored is not run twice.
+                mine, tasks, complete = plan(all_ids, opts, store, opts.build)
+                store.ensure_build(opts.build, append=True, torch_version=torch.__version__, device=device,
+                                   profile=prof.name, backend=prof.backend_module or device)
+                run_id = store.start_run(opts.build, suite=SUITE, selection=opts.selection, shard=label,
+                                         host=socket.gethostname(), command=opts.command,
+                                         planned=sum(len(t.variants) for t in tasks))
+                report = _run(opts, engine, store, run_id, lock, stop, prof, device, mine, tasks, complete)
+                # The build is whole again once this shard's models are all stored: the earlier
+                # runs that did not finish (killed, interrupted) were resumed, not lost.
+                wanted = {test_id(m, v) for m in mine for v in opts.variants}
+                if wanted <= history.stored_test_ids(store, opts.build, SUITE):
+                    store.mark_resumed(opts.build, SUITE, shard=label or None)
+            return report
     finally:
         store.close()
+
+
+def _run(opts, engine, store, run_id, lock, stop, prof, device, mine, tasks, complete) -> SweepReport:
+    from torchconform.db import queries
+
+    settings = Settings(device=device, profile=prof.path or prof.name, variants=tuple(opts.variants),
+                        compile_backend=opts.compile_backend, timeout=opts.timeout,
+                        memory_limit_mb=opts.memory_limit_mb, threads=opts.threads)
+    progress = Progress(len(tasks), stream=opts.progress_stream or sys.stderr)
+    collected: list = []
+    variants_of = {t.model_id: t.variants for t in tasks}
+
+    def on_result(result) -> None:
+        if lock.lost.is_set():
+            raise UserError(f"another sweep took the lock on build {opts.build!r} over (this one stalled for "
+                            "over a minute); this one stopped: let that one finish the build")
+        # Store first: once this returns the model survives a kill of the sweep.
+        wanted = {test_id(result.model_id, v) for v in variants_of.get(result.model_id, ())}
+        outcomes = [o for o in result.outcomes if o.test_id in wanted]
+        stop.storing = True
+        try:
+            store.add_outcomes(run_id, outcomes)
+        finally:
+            stop.storing = False
+        collected.extend(outcomes)
+        progress.update(outcomes)
+        stop.check()  # a signal that came while storing ends the sweep now
+
+    status = 2  # an error (a UserError, a bug) ends the run as interrupted
+    try:
+        engine.run(tasks, settings, on_result)
+        status = 0
+    except KeyboardInterrupt as exc:
+        status = 128 + getattr(exc, "signum", signal.SIGINT)
+        raise
+    finally:
+        progress.close()
+        store.finish_run(run_id, status)
+
+    whole = queries.summary_by(store, opts.build, "suite").get(SUITE) or breakdown(opts.build, [])
+    return SweepReport(build=opts.build, run_id=run_id, selected=len(mine), skipped=complete,
+                       ran=len(tasks), outcomes=collected, breakdown=breakdown(opts.build, collected),
+                       build_breakdown=whole, replaced_workers=getattr(engine, "replaced", 0))
 
 
 def render(report: SweepReport) -> str:

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from torchconform.db.queries import earlier_durations, stored_test_ids
+from torchconform.collectors.outcome import ERROR
+from torchconform.db.queries import earlier_durations, latest_rows, stored_test_ids
 
-__all__ = ["earlier_durations", "stored_test_ids", "per_model"]
+__all__ = ["earlier_durations", "stored_test_ids", "done_test_ids", "per_model"]
+
+# What the runner stores for a test still running when its run was stopped (SIGTERM,
+# a killed sweep; collectors/controller.py): a placeholder, not the test's result.
+INTERRUPTED_MESSAGE = "run interrupted before the test finished"
 
 
 def per_model(durations: dict[str, float]) -> dict[str, float]:
@@ -20,3 +25,14 @@ def per_model(durations: dict[str, float]) -> dict[str, float]:
         if len(parts) >= 3:
             out["::".join(parts[1:-1])] += seconds
     return dict(out)
+
+
+def done_test_ids(store, build: str, suite: str) -> set[str]:
+    """What a resume skips: ``stored_test_ids`` less the tests whose latest result is the
+    placeholder of an interrupted run (they run again and their result supersedes it)."""
+    done = stored_test_ids(store, build, suite)
+    if done:
+        done -= {tid for tid, s, outcome, message in latest_rows(
+                     store, build, columns=("test_id", "suite", "outcome", "message"), plain=True)
+                 if s == suite and outcome == ERROR and message == INTERRUPTED_MESSAGE}
+    return done

@@ -9,6 +9,7 @@ never dies with a worker.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -64,7 +65,7 @@ class LocalEngine:
     def _spawn(self, slot: _Slot, settings: Settings) -> None:
         parent, child = self._ctx.Pipe()
         slot.generation += 1 if slot.proc is not None else 0
-        proc = self._ctx.Process(target=worker_main, args=(child, slot.name, settings, slot.device_index),
+        proc = self._ctx.Process(target=worker_main, args=(child, slot.name, settings, slot.device_index, os.getpid()),
                                  name=f"torchconform-sweep-{slot.name}", daemon=True)
         proc.start()
         child.close()

@@ -3,7 +3,8 @@
 Loaded with ``-p torchconform.sweep.pytest_shard``.  Collected node ids are
 split by ``sweep/shards.py`` (balanced by earlier builds' durations when a
 store is given) and the other shards' items are deselected; with
-``--tc-sweep-resume`` items the build already has are deselected too.
+``--tc-sweep-resume`` items the build already has a result for are deselected too
+(not those an interrupted run left as "run interrupted before the test finished").
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def _store_facts(config, suite_hint: str):
     store = open_store(db_url(db))
     try:
         durations = history.earlier_durations(store, suite_hint, exclude_build=build or "")
-        done = history.stored_test_ids(store, build, suite_hint) if build else set()
+        done = history.done_test_ids(store, build, suite_hint) if build else set()
         return durations, done
     finally:
         store.close()

@@ -16,9 +16,17 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import signal
 import sys
+import threading
+import time
 
+from torchconform import procs
 from torchconform.sweep.failures import EXIT_OOM
+
+# Exit status of a worker whose controller is gone; seconds between its checks.
+EXIT_ORPHANED = 3
+PARENT_POLL_SECONDS = 1.0
 
 
 def _address_space() -> int:
@@ -48,20 +56,30 @@ def device_string(settings, index: int | None, pin_env: str) -> str:
     return settings.device if pin_env else f"{settings.device}:{index}"
 
 
-def die_with_parent() -> None:
-    """Linux: get SIGKILL when the controller dies, so a killed sweep leaves no
-    worker behind (not even one stuck in a hung model)."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except Exception:
-        pass  # elsewhere the worker still exits on EOF from its pipe when idle
+def _watch_parent(parent_pid: int) -> None:
+    while not procs.parent_gone(parent_pid):
+        time.sleep(PARENT_POLL_SECONDS)
+    os._exit(EXIT_ORPHANED)
 
 
-def main(conn, name: str, settings, index: int | None) -> None:
-    die_with_parent()
+def die_with_parent(parent_pid: int) -> None:
+    """End the moment the controller does, however it died, even in the middle of a
+    (hung) model: a killed sweep leaves no worker behind running models nobody stores.
+
+    SIGKILL on Linux (nothing of a worker's is worth saving: the controller stores);
+    a thread watching the parent covers other platforms and a controller that died
+    before the signal was set up."""
+    procs.die_with_parent(signal.SIGKILL)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="torchconform-parent-watch",
+                     daemon=True).start()
+
+
+def main(conn, name: str, settings, index: int | None, parent_pid: int | None = None) -> None:
+    die_with_parent(parent_pid or os.getppid())
+    # SIGTERM/SIGINT (a CI cancel reaches the whole process group, Ctrl-C too) are the
+    # controller's to handle: it ends the sweep in order and then stops its workers.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)
     faulthandler.enable()  # a segfault prints the Python stack to stderr before dying
     try:
         import torch

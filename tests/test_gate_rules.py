@@ -136,7 +136,7 @@ def test_config_defaults_overrides_and_errors(tmp_path):
     assert shipped.rule("regression").mode == "fail" and shipped.flaky["reruns"] == 3
     assert shipped.rule("stale_expectations").mode == "warn"
     for text, needle in [
-        ("rules: [oops", "line"),
+        ("rules: [oops", "g.yaml:1: invalid YAML"),
         ("rules:\n  regresion: fail\n", "unknown rule 'regresion'"),
         ("rules:\n  regression: {mode: block}\n", "mode 'block'"),
         ("rules:\n  regression: {max_test: 1}\n", "unknown key 'max_test'"),

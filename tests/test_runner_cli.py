@@ -31,8 +31,10 @@ def test_run_json_contract(cli_run):
     tmp, _, proc = cli_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(proc.stdout)  # stdout is only the JSON; progress went to stderr
-    assert set(data) == {"build", "total", "outcomes", "backend_skip_kinds", "missing_ops"}
+    assert set(data) == {"build", "total", "outcomes", "backend_skip_kinds", "missing_ops", "complete",
+                         "unfinished_runs"}
     assert data["build"] == "cli-build"
+    assert data["complete"] is True and data["unfinished_runs"] == []
     # add, cdist, cumsum x (compare_cpu, compare_cpu_grad, compile) in float32
     assert data["total"] == 9
     assert data["outcomes"]["pass"] >= 1 and data["outcomes"]["pass_fallback"] >= 1

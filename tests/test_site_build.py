@@ -279,7 +279,8 @@ def test_odd_builds_empty_unfinished_and_clashing_names(tmp_path):
     from torchconform.dashboard.render import slugify
 
     taken = set()
-    assert [slugify(n, taken) for n in ("a/b", "a-b", "../x", "")] == ["a-b", "a-b-2", "x", "build"]
+    assert [slugify(n, taken) for n in ("a/b", "a-b", "../x", "", "A-B")] == [
+        "a-b-3ec69c85", "a-b", "x-72e4d01d", "da39a3ee", "A-B-2"]
     with open_store(str(tmp_path / "s.db")) as store:
         store.ensure_build("a/b", branch="main", device="refdev")
         store.finish_run(store.start_run("a/b", suite="ops"), 0)         # complete, no outcomes
@@ -288,10 +289,10 @@ def test_odd_builds_empty_unfinished_and_clashing_names(tmp_path):
         store.add_outcomes(run, site_data.outcomes_for(1))
         home = build_site(store, tmp_path / "site")
         html = home.read_text()
-        assert 'href="builds/a-b/index.html"' in html and 'href="builds/a-b-2/index.html"' in html
-        empty = (tmp_path / "site/builds/a-b/index.html").read_text()
+        assert 'href="builds/a-b-3ec69c85/index.html"' in html and 'href="builds/a-b/index.html"' in html
+        empty = (tmp_path / "site/builds/a-b-3ec69c85/index.html").read_text()
         assert "0 outcomes" in empty and "This build has no OpInfo results" in (
-            tmp_path / "site/builds/a-b/matrix.html").read_text()
+            tmp_path / "site/builds/a-b-3ec69c85/matrix.html").read_text()
         q = CountingQueries()
         build_site(store, tmp_path / "site", queries=q)
     # the unfinished build may still grow, so it is read again; the finished one is kept

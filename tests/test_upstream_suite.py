@@ -98,8 +98,7 @@ entries:
     assert hasattr(CPUTestBase, "set_test_configs")   # the hooks this torch offers
 
 
-@pytest.fixture(scope="module")
-def refdev_run(tmp_path_factory):
+def _upstream_run(tmp_path_factory, workers: int):
     tmp = tmp_path_factory.mktemp("upstream")
     src = fake_checkout(tmp, commit=torch.version.git_version)
     listing = tmp / "refdev-upstream.yaml"
@@ -118,11 +117,35 @@ entries:
     # Through the CLI, as a user runs it: the checkout and files travel in the environment.
     env = child_env(TORCHCONFORM_PYTORCH_SRC=src, TORCHCONFORM_UPSTREAM_FILES=",".join(FILES))
     proc = subprocess.run([sys.executable, "-m", "torchconform.cli.main", "run", "--suite", "upstream",
-                           "--device", "refdev", "-n", "0", "--no-db", "--jsonl", str(out), "--",
+                           "--device", "refdev", "-n", str(workers), "--no-db", "--jsonl", str(out), "--",
                            "--tc-skiplist", str(listing)],
                           cwd=str(tmp), env=env, capture_output=True, text=True, timeout=600)
     rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     return proc, {r["test_id"]: r for r in rows if r.get("type") == "outcome"}
+
+
+@pytest.fixture(scope="module")
+def refdev_run(tmp_path_factory):
+    return _upstream_run(tmp_path_factory, 0)
+
+
+def test_parallel_upstream_run_classifies_every_test_as_the_serial_run(refdev_run, tmp_path_factory):
+    # Under xdist the controller checks the device in a thread while the workers start;
+    # the upstream plugin importing torch there at the same time broke the run (exit 3).
+    proc, parallel = _upstream_run(tmp_path_factory, 2)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr and "doctor" not in proc.stderr
+    _, serial = refdev_run
+    run = json.loads(next(line for line in (tmp_path_factory.getbasetemp() / "upstream1" / "out.jsonl")
+                          .read_text().splitlines()))["run"]
+    # The PyTorch source that ran, beside the checkout the run was started from.
+    assert run["pytorch_commit"] == torch.version.git_version and run["pytorch_branch"] == "main"
+    assert run["pytorch_src"].endswith("pytorch")
+
+    def key(r):
+        return r["outcome"], r["kind"], r["missing_op"], r["skiplist_entry"], r["fallback_ops"]
+
+    assert {t: key(r) for t, r in parallel.items()} == {t: key(r) for t, r in serial.items()}
 
 
 def test_fake_upstream_outcomes_on_refdev(refdev_run):

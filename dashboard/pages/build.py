@@ -43,6 +43,6 @@ def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], ge
         meta += [(str(k), str(v)) for k, v in sorted(extra.items())]
     return site.page(base + "index.html", "build.html", title=f"Build {build.name}", build=build,
                      meta=meta, bar=charts.breakdown_bar(b), counts=breakdown_counts(b),
-                     breakdown_text=format_breakdown(b), outcomes_table=outcomes, suites_table=suites,
+                     breakdown_text=format_breakdown({**b, "complete": build.complete}), outcomes_table=outcomes, suites_table=suites,
                      files_table=files, missing_table=missing,
                      downloads=[outcomes, suites, files, missing], generated=generated)

@@ -9,14 +9,15 @@ from torchconform.dashboard.tables import Table
 
 def builds_table(builds: list[BuildInfo]) -> Table:
     t = Table("tables/builds", ["build", "created", "branch", "device", "outcomes", "passed", "failed",
-                                "eligibility skips", "backend skips", "pass rate %"], title="All builds")
+                                "eligibility skips", "backend skips", "pass rate %", "state"], title="All builds")
     for i, b in enumerate(reversed(builds)):  # newest first
         o = b.summary["outcomes"]
         rate = pass_rate(b.summary)
         t.rows.append([b.name, b.created, b.branch, b.device, b.summary["total"],
                        o["pass"] + o["pass_fallback"], o["fail"] + o["error"] + o["crash"] + o["timeout"],
                        o["skip_eligibility"], o["skip_backend"],
-                       round(100 * rate, 2) if rate is not None else None])
+                       round(100 * rate, 2) if rate is not None else None,
+                       "complete" if b.complete else "incomplete"])
         t.links.setdefault("build", {})[i] = f"builds/{b.slug}/index.html"
     return t
 

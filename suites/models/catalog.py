@@ -17,14 +17,16 @@ SELECTIONS = ("quick", "full")
 
 def _read_list(path: str) -> list[str]:
     """A selection file: YAML list, or a mapping with ``models:``, or one id per line."""
-    import yaml
+    from torchconform.skiplists.yamlpos import YamlAliasError, YamlError, load_data
 
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        data = None
+        data = load_data(path, text)
+    except YamlAliasError:
+        raise  # refused in every file of ours, whatever its form
+    except YamlError:
+        data = None  # not YAML: one id per line
     if isinstance(data, dict):
         data = data.get("models")
     if isinstance(data, list):

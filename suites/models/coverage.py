@@ -13,6 +13,7 @@ import sys
 
 import yaml
 
+from torchconform.skiplists.yamlpos import load_data
 from torchconform.suites.models.data_files import data_path
 
 
@@ -24,8 +25,7 @@ def expected(version: str | None = None) -> dict:
     from torchconform.suites.models import hf
 
     version = version or hf.version()
-    with open(path_for(version), encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    return load_data(path_for(version))
 
 
 def covered_from_store(url: str, build: str) -> list[str]:

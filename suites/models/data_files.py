@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import os
 
-import yaml
+from torchconform.skiplists.yamlpos import load_data
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
 def load_yaml(name: str):
-    with open(os.path.join(DATA_DIR, name), encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    return load_data(os.path.join(DATA_DIR, name))
 
 
 def data_path(*parts: str) -> str:

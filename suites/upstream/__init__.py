@@ -14,9 +14,8 @@ import os
 import subprocess
 import sys
 
-import yaml
-
 from torchconform.errors import UserError
+from torchconform.skiplists.yamlpos import load_data
 
 SRC_ENV = "TORCHCONFORM_PYTORCH_SRC"
 FILES_ENV = "TORCHCONFORM_UPSTREAM_FILES"          # comma-separated, like --files
@@ -28,8 +27,7 @@ PLUGIN = "torchconform.suites.upstream.plugin"
 
 
 def load_config(path: str = DATA) -> dict:
-    with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh) or {}
+    return load_data(path) or {}
 
 
 def resolve_src(src: str | None) -> str:
@@ -111,6 +109,18 @@ def checkout_commit(src: str) -> str | None:
     except OSError:
         pass  # no packed-refs either: the revision stays unknown
     return None
+
+
+def checkout_branch(src: str) -> str:
+    """The branch checked out in ``src`` ("" for a detached HEAD or no checkout)."""
+    if checkout_commit(src) is None:
+        return ""  # not a checkout of its own (perhaps a folder of another repository)
+    try:
+        with open(os.path.join(src, ".git", "HEAD"), encoding="utf-8") as fh:
+            ref = fh.read().strip()
+    except OSError:
+        return ""
+    return ref[len("ref: refs/heads/"):] if ref.startswith("ref: refs/heads/") else ""
 
 
 def checkout_version(src: str) -> str | None:

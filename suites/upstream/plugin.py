@@ -49,11 +49,26 @@ def _device_base(cdt, device: str):
     return None
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_torchconform_run_start(config, run):
+    """Record which PyTorch source ran, beside the build's own ``branch``/``commit``
+    (those name the checkout the run was started from: the backend's CI checkout,
+    what series and baselines follow)."""
+    from torchconform.suites.upstream import checkout_branch, checkout_commit
+
+    src = str(config.rootpath)
+    run.update(pytorch_src=src, pytorch_branch=checkout_branch(src), pytorch_commit=checkout_commit(src) or "")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):
     device = _device(config)
     if not device:
         return
+    from torchconform.collectors.plugin import is_xdist_controller
+
+    if is_xdist_controller(config):
+        return  # tests are instantiated (and these hooks needed) on the workers only
     import torch.testing._internal.common_device_type as cdt
 
     base = _device_base(cdt, device)

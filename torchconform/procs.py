@@ -1,0 +1,108 @@
+"""Child processes that never outlive the process that started them.
+
+The CLI (``run``) and the sweep driver start pytest or worker processes.  When
+a CI runner cancels a job it sends SIGTERM (then SIGKILL); when someone kills
+the parent with SIGKILL, nothing of it runs any more.  Two rules cover both:
+
+- ``die_with_parent`` (a ``preexec_fn``): Linux delivers SIGTERM to the child the
+  moment its parent dies, however it died (``prctl(PR_SET_PDEATHSIG)``).  Where
+  the platform has no such call, children can watch a pipe instead
+  (``parent_gone``).
+- ``forward_signals(proc)``: while the parent waits, SIGTERM and SIGINT are
+  passed on to the child, which ends its run in order (finished results kept);
+  the parent then waits ``grace`` seconds and kills it if it did not stop.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+PR_SET_PDEATHSIG = 1
+# Seconds a child gets to end its run after a forwarded signal before it is killed.
+GRACE_SECONDS = 20.0
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """In a child (``preexec_fn`` or its first lines): get ``sig`` when the parent dies."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    # The parent may have died before prctl took effect: then we were re-parented already.
+    if os.getppid() == 1:
+        os.kill(os.getpid(), sig)
+
+
+def describe_exit(code: int | None) -> str:
+    """How a process ended, from its exit status (a signal as a negative number, the
+    way subprocess reports it): ``killed by SIGSEGV``, ``exit status 3``."""
+    if code is None:
+        return "no exit status"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}" + (" (out of memory, or killed by hand?)" if -code == signal.SIGKILL else "")
+    return f"exit status {code}"
+
+
+def parent_gone(parent_pid: int) -> bool:
+    """Whether the process that started us is gone (we were re-parented)."""
+    return os.getppid() != parent_pid
+
+
+class Forwarded:
+    """What ``forward_signals`` saw: the first signal passed on (None: none)."""
+
+    def __init__(self):
+        self.signal: int | None = None
+        self.killed = False
+
+
+@contextlib.contextmanager
+def forward_signals(proc: subprocess.Popen, grace: float = GRACE_SECONDS,
+                    signals=(signal.SIGTERM, signal.SIGINT)):
+    """Pass SIGTERM/SIGINT on to ``proc`` while the block runs; kill it ``grace`` seconds
+    after the first one if it is still running.  Only in the main thread (elsewhere the
+    block runs without forwarding)."""
+    seen = Forwarded()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def _kill_late():
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            seen.killed = True
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+
+    def _forward(signum, frame):
+        if proc.poll() is not None:
+            return
+        if seen.signal is not None:
+            return  # the child is ending already; the grace timer kills it if it hangs
+        seen.signal = signum
+        with contextlib.suppress(ProcessLookupError):
+            # The child turns its first SIGTERM or SIGINT into an orderly end of its run and
+            # ignores the rest (a terminal's Ctrl-C reaches it as well as this one).
+            proc.send_signal(signal.SIGTERM)
+        threading.Thread(target=_kill_late, name="torchconform-grace", daemon=True).start()
+
+    old = {s: signal.signal(s, _forward) for s in signals}
+    try:
+        yield seen
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)

@@ -9,7 +9,7 @@ import os
 
 from setuptools import setup
 
-COMPONENTS = ["cli", "refdev", "suites", "skiplists", "collectors", "dashboard", "db", "ci", "sweep"]
+COMPONENTS = ["cli", "refdev", "suites", "skiplists", "collectors", "dashboard", "db", "ci", "sweep", "census"]
 
 
 def _discover():

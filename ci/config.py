@@ -26,10 +26,11 @@ RULE_PARAMS: dict[str, dict] = {
     "fallback_creep": {"max_tests": 0},
     "stale_expectations": {"max_tests": 0},
     "missing_tests": {"max_fraction": 0.0},
+    "lost_operator": {"max_ops": 0},
 }
 DEFAULT_MODES = {"regression": "fail", "new_missing_op": "fail", "coverage_drop": "fail",
                  "new_test_failing": "fail", "fallback_creep": "fail", "stale_expectations": "warn",
-                 "missing_tests": "fail"}
+                 "missing_tests": "fail", "lost_operator": "warn"}
 FLAKY_PARAMS = {"reruns": 3, "max_tests": 20, "timeout": 600}
 REPORT_PARAMS = {"max_items": 50}
 

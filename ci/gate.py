@@ -19,8 +19,9 @@ from typing import Callable, Iterable
 
 from torchconform.ci.config import GateConfig, default_config
 from torchconform.collectors.breakdown import make_breakdown
+from torchconform.collectors.breakdown import pass_rate as breakdown_pass_rate
 from torchconform.collectors.outcome import (
-    FAILED, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, SKIP_ELIGIBILITY, XPASS, Outcome,
+    FAILED, HOST_ONLY, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, XPASS, Outcome,
 )
 
 NO_OP = "(no operator)"
@@ -118,12 +119,9 @@ def _by_test(findings: list[dict]) -> list[dict]:
 
 
 def pass_rate(records: dict[str, dict]) -> float | None:
-    """Passes over outcomes that are not eligibility skips, in percent (None when empty)."""
-    counts = Counter(r["outcome"] for r in records.values())
-    eligible = sum(counts.values()) - counts[SKIP_ELIGIBILITY]
-    if eligible == 0:
-        return None
-    return 100.0 * (counts[PASS] + counts[PASS_FALLBACK]) / eligible
+    """collectors.breakdown.pass_rate of the records, in percent (None when no test ran on the device)."""
+    rate = breakdown_pass_rate(record_breakdown("", records))
+    return None if rate is None else 100.0 * rate
 
 
 # -- rules -------------------------------------------------------------------------------------
@@ -150,11 +148,14 @@ def rule_regression(old, new, params, flaky=frozenset()) -> RuleResult:
 def record_breakdown(build: str, records: dict[str, dict]) -> dict:
     """The seed's breakdown (collectors.breakdown shape) of a {test_id: record} map."""
     outcomes, kinds = Counter(), Counter()
+    host_only = 0
     for r in records.values():
         outcomes[r["outcome"]] += 1
         if r["outcome"] == SKIP_BACKEND:
             kinds[r["kind"]] += 1
-    return make_breakdown(build, outcomes, kinds, missing_ops(records))
+        elif r.get("kind") == HOST_ONLY:
+            host_only += 1
+    return make_breakdown(build, outcomes, kinds, missing_ops(records), host_only)
 
 
 def missing_ops(records: dict[str, dict]) -> Counter:
@@ -238,6 +239,7 @@ RULES: dict[str, Callable[..., RuleResult]] = {
     "fallback_creep": rule_fallback_creep,
     "stale_expectations": rule_stale_expectations,
     "missing_tests": rule_missing_tests,
+    "lost_operator": None,  # defined below (reads the censuses, not the outcome records)
 }
 
 
@@ -307,3 +309,18 @@ def regressions_by_operator(result: GateResult) -> dict[str, list[dict]]:
     for f in result.rule("regression").findings:
         groups[f["operator"]].append(f)
     return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+
+
+# -- lost_operator (torchconform.census) -------------------------------------------------
+def rule_lost_operator(old, new, params, flaky=frozenset()) -> RuleResult:
+    """An operator that ran on the baseline's device (census: native, autograd, fallback or a
+    covered composite) and does not on the build's.  The censuses come from
+    census.diff.gate_context(store, baseline, build); without both, the rule passes quietly."""
+    from torchconform.census.diff import lost_operator_findings
+
+    found, detail = lost_operator_findings()
+    return RuleResult("lost_operator", count=len(found or ()), threshold=params["max_ops"],
+                      findings=found or [], detail=detail)
+
+
+RULES["lost_operator"] = rule_lost_operator

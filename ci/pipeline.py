@@ -11,6 +11,7 @@ from torchconform.ci import flaky as flaky_mod
 from torchconform.ci.config import GateConfig, default_config
 from torchconform.ci.gate import GateResult, evaluate, record_breakdown, rerun_candidates
 from torchconform.ci.report import junit_xml, markdown
+from torchconform.census.diff import gate_context as census_gate_context
 from torchconform.errors import UserError
 
 
@@ -110,7 +111,8 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
 
     reruns = config.flaky["reruns"] if reruns is None else reruns
     known_flaky = flaky_mod.stored_flaky(store, build)
-    result = evaluate(old, new, config, flaky=known_flaky.values(), old_name=base, new_name=build)
+    with census_gate_context(store, base, build):  # the lost_operator rule reads both builds' censuses
+        result = evaluate(old, new, config, flaky=known_flaky.values(), old_name=base, new_name=build)
     confirmations, records, not_rerun = [], [], {}
     candidates = [t for t in rerun_candidates(result) if t not in known_flaky]
     if candidates and reruns > 0:
@@ -132,7 +134,8 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
         steady = [c for c in confirmations if not c.flaky]
         notes.append(f"Reran {len(confirmations)} failing tests {reruns} times each: "
                      f"{len(confirmations) - len(steady)} flaky, {len(steady)} failed every attempt.")
-        result = evaluate(old, new, config, flaky=flaky, old_name=base, new_name=build)
+        with census_gate_context(store, base, build):
+            result = evaluate(old, new, config, flaky=flaky, old_name=base, new_name=build)
     return _render(result, base, old, new, info, config, notes, confirmations, not_rerun)
 
 

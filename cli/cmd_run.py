@@ -16,8 +16,10 @@ import subprocess
 import sys
 
 from torchconform.db.models import FINISHED_EXIT_STATUSES
+from torchconform.db.runstate import PLAN_ENV, plan_steps, shard_label
 from torchconform.errors import UserError
 from torchconform.procs import die_with_parent, forward_signals
+from torchconform.suites import known_suites
 
 SUITES = ("ops",)  # built in here; other suites plug in as torchconform.suites.<name>
 
@@ -25,7 +27,14 @@ SUITES = ("ops",)  # built in here; other suites plug in as torchconform.suites.
 def register(subparsers):
     p = subparsers.add_parser("run", help="run a suite on a device and classify every outcome",
                               description="Run a torchconform suite under pytest with the torchconform plugin.")
-    p.add_argument("--suite", default="ops", help="suite to run (default: ops)")
+    p.add_argument("--suite", default="ops",
+                   help="suite to run (default: ops), or all: the suite set 'all' of suites/sets.yaml (ops full, modules "
+                        "full, upstream when --pytorch-src is given, models full) as runs of one build")
+    p.add_argument("--suite-set", default=None, metavar="NAME|PATH",
+                   help="run a suite set (a name of suites/sets.yaml, or a YAML file of that shape) into one build")
+    p.add_argument("--shards", type=int, default=1,
+                   help="split the selection into N shards (balanced by earlier builds' durations on this device)")
+    p.add_argument("--shard", type=int, default=0, help="the shard this machine runs (0-based; with --shards)")
     p.add_argument("--selection", default="quick", choices=("quick", "full"), help="selection of the suite (default: quick)")
     p.add_argument("--device", default="refdev", help="device under test (default: refdev)")
     p.add_argument("--profile", default=None, help="backend profile name or profile.yaml path (default: the device's)")
@@ -79,12 +88,6 @@ def package_root() -> str:
     ``suites/ops/test_ops.py::...`` whatever the working directory or install mode."""
     import torchconform.suites as pkg
     return os.path.dirname(os.path.dirname(os.path.abspath(pkg.__file__)))
-
-
-def known_suites() -> list[str]:
-    import pkgutil
-    import torchconform.suites as pkg
-    return sorted(i.name for i in pkgutil.iter_modules(pkg.__path__) if i.ispkg)
 
 
 def _profile_label(args) -> str:
@@ -144,6 +147,9 @@ def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
         if not args.skiplist and not os.environ.get("TORCHCONFORM_SKIPLIST"):
             raise UserError("--skiplist-audit needs a skiplist; add --skiplist PATH")
         cmd += ["--tc-skiplist-audit"]
+    if args.shards > 1:  # the sweep's shard plugin keeps this shard's tests (sweep/pytest_shard.py)
+        cmd += ["-p", "torchconform.sweep.pytest_shard", "--tc-sweep-shards", str(args.shards),
+                "--tc-sweep-shard", str(args.shard), "--tc-shard", shard_label(args.shard, args.shards)]
     if args.branch:
         cmd += ["--tc-branch", args.branch]
     if args.commit:
@@ -159,6 +165,17 @@ def _store_available() -> bool:
 
 
 def run_command(args) -> int:
+    from torchconform.sweep.shards import check_shard
+
+    check_shard(args.shards, args.shard)
+    if args.suite_set or args.suite == "all":
+        from torchconform.cli.run_set import run_set
+
+        return run_set(args)
+    return run_suite(args)
+
+
+def run_suite(args) -> int:
     from torchconform.collectors.breakdown import breakdown, format_breakdown
     from torchconform.collectors.settings import default_build_name
     from torchconform.collectors.sink_jsonl import read_jsonl
@@ -193,6 +210,10 @@ def run_command(args) -> int:
                   f"{jsonl}", file=sys.stderr)
     cmd = build_command(args, build, jsonl, db)
     env = dict(os.environ)
+    if args.shards > 1:
+        # Every shard tells the store the build has N of them (recorded when its run starts):
+        # the build is complete only when all have finished.
+        env[PLAN_ENV] = json.dumps(plan_steps(env.get(PLAN_ENV)) + [{"suite": args.suite, "shards": args.shards}])
     if args.refdev_profile:
         env["TORCHCONFORM_REFDEV_PROFILE"] = args.refdev_profile
     print(f"torchconform: build {build}: {_what_runs(args)} on {args.device}", file=sys.stderr)

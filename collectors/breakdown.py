@@ -5,12 +5,18 @@ speak this one shape, so it is defined once here:
 
     {"build": str, "total": int,
      "outcomes": {outcome: count},            # every outcome key present, zeros included
+     "pass_kinds": {"native": int, "fallback": int, "host_only": int},   # pass + pass_fallback, split
      "backend_skip_kinds": {kind: count},     # every kind key present
      "missing_ops": [{"op": str, "tests": int}, ...]}   # most tests blocked first, then by name
 
 A stored build's breakdown (``summary``) and a run's (``run``) also say whether
 the build is whole: ``"complete": bool`` and ``"unfinished_runs": [{run, suite,
 shard, status, exit_status, results, planned}]`` (db/queries.py: completeness).
+
+``pass_kinds`` splits the passes by what they say about the device: ``native``
+(``pass`` that ran on it), ``fallback`` (``pass_fallback``), ``host_only`` (``pass``
+of kind host_only: the test never touched the device).  ``pass_rate`` leaves
+host_only passes out of both its numerator and its denominator.
 """
 from __future__ import annotations
 
@@ -18,18 +24,23 @@ from collections import Counter
 from typing import Iterable
 
 from torchconform.collectors.outcome import (
-    BACKEND_SKIP_KINDS, CRASH, ERROR, FAIL, MISSING_OP, OUTCOMES, PASS, PASS_FALLBACK,
+    BACKEND_SKIP_KINDS, CRASH, ERROR, FAIL, HOST_ONLY, MISSING_OP, OUTCOMES, PASS, PASS_FALLBACK,
     SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, XPASS, Outcome,
 )
 
 
-def make_breakdown(build: str, outcome_counts: dict, kind_counts: dict, missing_op_counts: dict) -> dict:
-    """Assemble the breakdown from counts (the store's SQL path calls this too)."""
+def make_breakdown(build: str, outcome_counts: dict, kind_counts: dict, missing_op_counts: dict,
+                   host_only: int = 0) -> dict:
+    """Assemble the breakdown from counts (the store's SQL path calls this too).
+    ``kind_counts``: skip_backend results per kind; ``host_only``: pass results of kind host_only."""
     missing = sorted(missing_op_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    outcomes = {o: int(outcome_counts.get(o, 0)) for o in OUTCOMES}
     return {
         "build": build,
         "total": int(sum(outcome_counts.values())),
-        "outcomes": {o: int(outcome_counts.get(o, 0)) for o in OUTCOMES},
+        "outcomes": outcomes,
+        "pass_kinds": {"native": outcomes[PASS] - int(host_only), "fallback": outcomes[PASS_FALLBACK],
+                       "host_only": int(host_only)},
         "backend_skip_kinds": {k: int(kind_counts.get(k, 0)) for k in BACKEND_SKIP_KINDS},
         "missing_ops": [{"op": op, "tests": int(n)} for op, n in missing],
         # Whole unless a reader of the store (or the runner) knows otherwise.
@@ -40,18 +51,33 @@ def make_breakdown(build: str, outcome_counts: dict, kind_counts: dict, missing_
 
 def breakdown(build: str, outcomes: Iterable[Outcome]) -> dict:
     outcome_counts, kind_counts, missing = Counter(), Counter(), Counter()
+    host_only = 0
     for o in outcomes:
         outcome_counts[o.outcome] += 1
         if o.outcome == SKIP_BACKEND:
             kind_counts[o.kind] += 1
             if o.kind == MISSING_OP and o.missing_op:
                 missing[o.missing_op] += 1
-    return make_breakdown(build, outcome_counts, kind_counts, missing)
+        elif o.kind == HOST_ONLY:
+            host_only += 1
+    return make_breakdown(build, outcome_counts, kind_counts, missing, host_only)
+
+
+def pass_rate(b: dict) -> float | None:
+    """Passes over the tests that ran on the device, as a fraction (None: none did).
+    Eligibility skips are out (PyTorch's rules, not the backend's), and so are
+    host_only passes, from both sides: a test that never touched the device says
+    nothing about it, and counting it would raise every rate for free."""
+    o, k = b["outcomes"], b["pass_kinds"]
+    ran = b["total"] - o[SKIP_ELIGIBILITY] - k["host_only"]
+    if ran <= 0:
+        return None
+    return (k["native"] + k["fallback"]) / ran
 
 
 def format_breakdown(b: dict, top: int = 10) -> str:
     """Human-readable breakdown, in the words of the seed article."""
-    o = b["outcomes"]
+    o, k = b["outcomes"], b["pass_kinds"]
     passed = o[PASS] + o[PASS_FALLBACK]
     failed = o[FAIL] + o[ERROR] + o[CRASH] + o[TIMEOUT]
     backend = o[SKIP_BACKEND]
@@ -59,7 +85,8 @@ def format_breakdown(b: dict, top: int = 10) -> str:
     lines = [
         f"build {b['build']}: {b['total']} outcomes",
         *incomplete_lines(b),
-        f"  passed   {passed:>8}   (natively {o[PASS]}, through CPU fallback {o[PASS_FALLBACK]})",
+        f"  passed   {passed:>8}   (natively {k['native']}, through CPU fallback {k['fallback']}, "
+        f"without touching the device {k['host_only']})",
         f"  failed   {failed:>8}   (fail {o[FAIL]}, error {o[ERROR]}, crash {o[CRASH]}, timeout {o[TIMEOUT]})",
         f"  skipped  {skipped:>8}",
         f"    PyTorch eligibility  {o[SKIP_ELIGIBILITY]:>8}",
@@ -86,8 +113,9 @@ def incomplete_lines(b: dict) -> list[str]:
         from torchconform.procs import describe_exit
 
         how = {"running": "still running, or killed on another host",
-               "lost": "its process is gone (killed)"}.get(r["status"], f"{r['status']}, {describe_exit(r['exit_status'])}")
+               "lost": "its process is gone (killed)", "not started": "planned, not run yet"}.get(r["status"], f"{r['status']}, {describe_exit(r['exit_status'])}")
         got = f"{r['results']} of {r['planned']} planned tests" if r.get("planned") else f"{r['results']} tests"
-        label = f"run {r['run']}" if r.get("run") is not None else "this run"
+        label = f"run {r['run']}" if r.get("run") is not None else ("this run" if r["status"] != "not started"
+                                                                     else "a planned run")
         lines.append(f"    {label} ({where}): {how}; {got} recorded")
     return lines

@@ -22,7 +22,7 @@ import pytest
 from torchconform.collectors.classify import classify_text
 from torchconform.collectors.device import torch_versions
 from torchconform.collectors.outcome import (
-    CRASH, ERROR, FAIL, PASS, PASS_FALLBACK, TIMEOUT, Outcome, bound_message,
+    CRASH, ERROR, FAIL, INTERRUPTED_MESSAGE, PASS, PASS_FALLBACK, TIMEOUT, Outcome, bound_message,
 )
 from torchconform.collectors.settings import default_build_name, source_revision
 from torchconform.collectors.testinfo import parse_test_id
@@ -227,7 +227,7 @@ class ControllerPlugin:
                 marker = read_timeout_marker(self.state_dir, report.nodeid)
                 if INTERRUPTED.is_set():
                     # A cancelled run's workers die with it (a CI runner signals the whole group).
-                    v = {"outcome": ERROR, "message": "run interrupted before the test finished"}
+                    v = {"outcome": ERROR, "message": INTERRUPTED_MESSAGE}
                 elif marker:
                     v = {"outcome": TIMEOUT, "message": f"exceeded the {marker.get('timeout')} s per-test timeout; worker killed"}
                     state["duration"] += float(marker.get("timeout") or 0)
@@ -287,7 +287,7 @@ class ControllerPlugin:
     def _finish(self, nodeid: str, state: dict, interrupted: bool = False):
         info = state["info"] or parse_test_id(nodeid, self.device)
         if interrupted and "call" not in state["phases"]:
-            verdict = {"outcome": ERROR, "message": "run interrupted before the test finished"}
+            verdict = {"outcome": ERROR, "message": INTERRUPTED_MESSAGE}
         else:
             verdict = combine(state["phases"], state["fallback_ops"])
         outcome = verdict["outcome"]
@@ -297,7 +297,7 @@ class ControllerPlugin:
             op=info.get("op", ""), variant=info.get("variant", ""), dtype=info.get("dtype", ""),
             device=info.get("device") or self.device, kind=verdict.get("kind", "") or "",
             missing_op=verdict.get("missing_op", "") or "",
-            fallback_ops=list(state["fallback_ops"]) if outcome == PASS_FALLBACK else [],
+            fallback_ops=list(state["fallback_ops"]),  # whatever the outcome: a fallback can be why it failed
             skiplist_entry=verdict.get("skiplist_entry", "") or "",
             duration=round(state["duration"], 6), message=verdict.get("message", "") or "",
             repro=self._repro(nodeid, info.get("path", ""), info.get("op", "")),

@@ -27,13 +27,21 @@ OUTCOMES = (
     SKIP_ELIGIBILITY, SKIP_BACKEND, XFAIL, XPASS,
 )
 
-# Kinds of backend skip (``kind`` is set only when outcome == skip_backend).
+# Kinds of backend skip (``kind`` is set for skip_backend, and HOST_ONLY below for pass).
 MISSING_OP = "missing_op"
 SKIPLIST = "skiplist"
 UNSUPPORTED_DTYPE = "unsupported_dtype"
 NOT_EXECUTED = "not_executed"
 
 BACKEND_SKIP_KINDS = (MISSING_OP, SKIPLIST, UNSUPPORTED_DTYPE, NOT_EXECUTED)
+
+# The message of a test that was running when its run was stopped (SIGTERM, Ctrl-C): a
+# placeholder, not the test's result; a resumed sweep runs such tests again.
+INTERRUPTED_MESSAGE = "run interrupted before the test finished"
+
+# The one kind of a pass: the test was instantiated for the device but never touched
+# it (collectors/devicecheck.py), so it says nothing about the device.
+HOST_ONLY = "host_only"
 
 PASSED = frozenset({PASS, PASS_FALLBACK})
 # Outcomes of a test that ran to the end without failing: PASSED plus an unexpected pass.
@@ -92,8 +100,9 @@ def check_outcome(outcome: str, kind: str) -> None:
     if outcome == SKIP_BACKEND:
         if kind not in BACKEND_SKIP_KINDS:
             raise ValueError(f"skip_backend needs a kind from {', '.join(BACKEND_SKIP_KINDS)}, got {kind!r}")
-    elif kind:
-        raise ValueError(f"kind {kind!r} is only meaningful for skip_backend, not {outcome}")
+    elif kind and not (outcome == PASS and kind == HOST_ONLY):
+        raise ValueError(f"kind {kind!r} is only meaningful for skip_backend (and {HOST_ONLY} for pass), "
+                         f"not {outcome}")
 
 
 @dataclass

@@ -15,7 +15,8 @@ from torchconform.collectors import notes
 from torchconform.collectors.classify import (
     DTYPE_PREFIX, SKIPLIST_PREFIX, Verdict, classify_exception, classify_text,
 )
-from torchconform.collectors.outcome import PASS, XFAIL, XPASS, bound_message, replace_surrogates
+from torchconform.collectors.devicecheck import DeviceCheck
+from torchconform.collectors.outcome import HOST_ONLY, PASS, XFAIL, XPASS, bound_message, replace_surrogates
 from torchconform.collectors.testinfo import item_info
 from torchconform.collectors.watchdog import STATE_ENV, Watchdog
 from torchconform.skiplists.entries import ref_from_message
@@ -55,6 +56,16 @@ class WorkerPlugin:
         self._reset_warned = False
         self._info: dict[str, dict] = {}
         self.skiplist = None
+        # Made at the first test: the xdist controller runs none, and must not import
+        # torch before collection (collectors/plugin.py: is_xdist_controller).
+        self._device_check: DeviceCheck | None = None
+        self._touch: dict = {}       # nodeid -> devicecheck.Touch of its call
+        self._memory: dict = {}      # nodeid -> devicecheck.Memory after its set-up
+
+    def device_check(self) -> DeviceCheck:
+        if self._device_check is None:
+            self._device_check = DeviceCheck(self.device)
+        return self._device_check
 
     # -- collection: dtype policy and the skiplist seam ---------------------------
     @pytest.hookimpl(trylast=True)
@@ -97,10 +108,31 @@ class WorkerPlugin:
             self.watchdog.disarm()
 
     @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item):
+        result = yield
+        # The leak check's "before": after the fixtures (and setUpClass) that outlive
+        # the test made what they keep, as an autouse fixture would see it.
+        self._memory[item.nodeid] = self.device_check().memory()
+        return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item, nextitem):
+        before = self._memory.pop(item.nodeid, None)   # dropped unless the call passed
+        result = yield
+        if before is not None:
+            # A leak is a teardown failure, so the test is ``error`` (controller.combine):
+            # the op may compute correctly and still be unusable in a long-running job.
+            leak = self.device_check().leak(before)
+            if leak:
+                raise AssertionError(leak)
+        return result
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item):
         # Fallback warnings are evidence too (backends without a counter); they
         # are re-emitted so pytest's own warning summary still sees them.
-        with warnings.catch_warnings(record=True) as caught:
+        with self.device_check().watch() as touch, warnings.catch_warnings(record=True) as caught:
+            self._touch[item.nodeid] = touch
             try:
                 return (yield)
             finally:
@@ -135,6 +167,12 @@ class WorkerPlugin:
             tc["info"] = self._info.get(item.nodeid) or dict(item_info(item, self.device), test_id=item.nodeid)
         if report.when == "call":
             tc["fallback_ops"] = self._fallback_ops(item.nodeid)
+            touch = self._touch.pop(item.nodeid, None)
+            if verdict is not None and verdict.outcome == PASS and not tc["fallback_ops"] \
+                    and touch is not None and touch.touched is False:
+                tc["verdict"].update(kind=HOST_ONLY, message=verdict.message or f"{HOST_ONLY}: {touch.how}")
+            if not report.passed:
+                self._memory.pop(item.nodeid, None)  # a failed test's traceback still holds its tensors
         report.tc = tc
         return report
 

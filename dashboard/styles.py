@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The site's pass rate is the breakdown's (and the gate's): one definition, re-exported here.
+from torchconform.collectors.breakdown import pass_rate  # noqa: F401
 from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, MISSING_OP, NOT_EXECUTED, PASS, PASS_FALLBACK, SKIP_BACKEND,
     SKIP_ELIGIBILITY, SKIPLIST, TIMEOUT, UNSUPPORTED_DTYPE, XFAIL, XPASS,
@@ -84,12 +86,3 @@ def breakdown_counts(b: dict) -> list[tuple[Style, int]]:
         "xfail": o[XFAIL] + o[XPASS],
     }
     return [(s, int(counts[s.key])) for s in CATEGORIES]
-
-
-def pass_rate(b: dict) -> float | None:
-    """Passes over outcomes that were not eligibility-skipped (the gate's definition)."""
-    o = b["outcomes"]
-    eligible = b["total"] - o[SKIP_ELIGIBILITY]
-    if eligible <= 0:
-        return None
-    return (o[PASS] + o[PASS_FALLBACK]) / eligible

@@ -1,22 +1,20 @@
-"""One live sweep per build: a lock row in the store, so it holds across machines.
+"""One live sweep per set of tests of a build: lock rows in the store, so they hold
+across machines.
 
-A sweep that writes a build (first run or ``--resume``) holds ``build_locks``'
-row for it while it runs and refreshes ``heartbeat`` every few seconds from a
-thread.  A second sweep of the same tests is refused in one line naming the
-holder, unless the holder is gone: on this host its process no longer exists
-(``runstate.pid_alive``); on another host (we cannot look) its heartbeat is
-older than ``STALE_SECONDS``.  A stale row is taken over.
+A sweep that writes a build (first run or ``--resume``) holds a ``build_locks`` row
+named for its tests (``holder_name``: suite and shard) while it runs, and refreshes
+its ``heartbeat`` every few seconds from a thread.  Shards of one build (several
+machines, one PostgreSQL) run at the same time on purpose and never share a test,
+so each holds its own row; a sweep whose tests overlap a live holder's (the same
+shard, or the same suite split another way) is refused in one line naming the
+holder, unless that holder is gone: on this host its process no longer exists
+(``runstate.pid_alive``); on another host (we cannot look) its heartbeat is older
+than ``STALE_SECONDS``.  A stale row is taken over.
 
 Writes compare the token they were given, so two sweeps racing for a stale row
 (or one whose row was taken over while it hung) cannot both believe they hold
-it: on SQLite the write lock orders them, on PostgreSQL the losing UPDATE or
+it: on SQLite the write lock orders them, on PostgreSQL the losing DELETE or
 INSERT matches no row.
-
-The table has one row per build, yet shards of one build (several machines,
-one PostgreSQL) run at the same time on purpose and never share a test: a sweep
-whose tests are disjoint from the live holder's (another suite, or another
-shard of the same count) runs beside it without the row (``BuildLock.token`` is
-empty); only the holder's own tests are guarded then.
 """
 from __future__ import annotations
 
@@ -47,7 +45,7 @@ class BuildLock:
     build: str
     build_id: int
     holder: str                      # what holds it: ``holder_name(suite, shard, shards)``
-    token: str                       # "" = running beside a disjoint holder, without the row
+    token: str
     created: bool = False            # this acquire created the build (dropped on release if it got no run)
     lost: threading.Event = field(default_factory=threading.Event)
     on_lost: Callable[[], None] | None = None
@@ -123,33 +121,35 @@ def acquire(store, build: str, holder: str, stale_after: float = STALE_SECONDS) 
             created = build_id is not None
             if not created:  # another writer created it meanwhile
                 build_id = store.build_id(build, conn)
-        values = dict(holder=holder[:300], host=socket.gethostname(), pid=os.getpid(), token=token,
-                      acquired=now, heartbeat=now)
-        row = conn.execute(select(build_locks).where(build_locks.c.build_id == build_id)).mappings().first()
-        if row is None:
-            took = conn.execute(store._insert_ignore(build_locks, ["build_id"])
-                                .values(build_id=build_id, **values)).rowcount
-        elif _stale(row, now, stale_after):
-            took = conn.execute(update(build_locks).where(build_locks.c.build_id == build_id,
-                                                          build_locks.c.token == row["token"])
-                                .values(**values)).rowcount
-        elif disjoint(row["holder"], holder):
-            return BuildLock(build, build_id, holder, token="", created=created)
-        else:
-            raise UserError(refusal(build, row, now))
-        if took != 1:  # another sweep took it between our read and our write (PostgreSQL)
-            row = conn.execute(select(build_locks).where(build_locks.c.build_id == build_id)).mappings().one()
+        holder = holder[:300]
+        values = dict(host=socket.gethostname(), pid=os.getpid(), token=token, acquired=now, heartbeat=now)
+        for row in conn.execute(select(build_locks).where(build_locks.c.build_id == build_id)).mappings().all():
+            if row["holder"] != holder and disjoint(row["holder"], holder):
+                continue  # another shard or suite: never the same tests
+            if not _stale(row, now, stale_after):
+                raise UserError(refusal(build, row, now))
+            gone = conn.execute(delete(build_locks).where(
+                build_locks.c.build_id == build_id, build_locks.c.holder == row["holder"],
+                build_locks.c.token == row["token"])).rowcount
+            if gone != 1:  # another sweep took it over between our read and our write (PostgreSQL)
+                raise UserError(refusal(build, row, now))
+        # RETURNING, not rowcount: psycopg reports -1 for an INSERT ... ON CONFLICT.
+        took = len(conn.execute(store._insert_ignore(build_locks, ["build_id", "holder"])
+                                .values(build_id=build_id, holder=holder, **values)
+                                .returning(build_locks.c.build_id)).all())
+        if took != 1:  # another sweep of the same tests inserted first (PostgreSQL)
+            row = conn.execute(select(build_locks).where(build_locks.c.build_id == build_id,
+                                                         build_locks.c.holder == holder)).mappings().one()
             raise UserError(refusal(build, row, now))
     return BuildLock(build, build_id, holder, token=token, created=created)
 
 
 def heartbeat(store, lock: BuildLock) -> bool:
     """Refresh the lock's heartbeat; False when it is no longer ours (taken over)."""
-    if not lock.token:
-        return True
     with _write(store) as conn:
         return conn.execute(update(build_locks).where(
-            build_locks.c.build_id == lock.build_id, build_locks.c.token == lock.token)
+            build_locks.c.build_id == lock.build_id, build_locks.c.holder == lock.holder,
+            build_locks.c.token == lock.token)
             .values(heartbeat=_now(conn))).rowcount == 1
 
 
@@ -157,10 +157,10 @@ def release(store, lock: BuildLock) -> None:
     """Give the lock up (only if still ours).  A build this lock created that got no run
     (the sweep failed before starting one) goes too: a failed sweep leaves nothing."""
     with _write(store) as conn:
-        if lock.token:
-            conn.execute(delete(build_locks).where(build_locks.c.build_id == lock.build_id,
-                                                   build_locks.c.token == lock.token))
-        if lock.created:
+        ours = conn.execute(delete(build_locks).where(
+            build_locks.c.build_id == lock.build_id, build_locks.c.holder == lock.holder,
+            build_locks.c.token == lock.token)).rowcount == 1
+        if lock.created and ours:  # taken over: the build is the new holder's now
             conn.execute(delete(builds).where(builds.c.id == lock.build_id,
                                               ~exists().where(runs.c.build_id == builds.c.id)))
 
@@ -185,10 +185,9 @@ def held(store, build: str, holder: str, interval: float = HEARTBEAT_SECONDS,
     sweep take the lock over (this one stalled past ``stale_after``), ``lock.lost`` is set
     and ``lock.on_lost`` called: the holder must stop writing."""
     lock = acquire(store, build, holder, stale_after)
-    if lock.token:
-        lock._thread = threading.Thread(target=_beat, args=(store, lock, interval),
-                                        name="torchconform-build-lock", daemon=True)
-        lock._thread.start()
+    lock._thread = threading.Thread(target=_beat, args=(store, lock, interval),
+                                    name="torchconform-build-lock", daemon=True)
+    lock._thread.start()
     try:
         yield lock
     finally:

@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # The schema revision this version of the tool reads and writes.
-HEAD_REVISION = "0004_run_states"
+HEAD_REVISION = "0005_census"
 
 # Run states (``runs.status``).  A build is complete when every run is FINISHED or
 # RESUMED (an interrupted run whose remaining tests a later run of the build covered).
@@ -85,11 +85,12 @@ class Run(Base):
 
 
 class BuildLock(Base):
-    """The one live writer of a build that must not have two (a resumed sweep)."""
+    """A live sweep writing a build: one row per holder (``sweep SUITE I/N``), so that two
+    sweeps of overlapping tests never both write (db/locks.py)."""
     __tablename__ = "build_locks"
 
     build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), primary_key=True)
-    holder: Mapped[str] = mapped_column(String(300), nullable=False)
+    holder: Mapped[str] = mapped_column(String(300), primary_key=True)
     host: Mapped[str] = mapped_column(String(200), nullable=False)
     pid: Mapped[int] = mapped_column(Integer, nullable=False)
     token: Mapped[str] = mapped_column(String(64), nullable=False)
@@ -148,3 +149,22 @@ runs = Run.__table__
 tests = Test.__table__
 results = Result.__table__
 build_locks = BuildLock.__table__
+
+
+class CensusOp(Base):
+    """One operator overload's status on a build's device (torchconform.census): what the
+    dispatcher serves it with, and for composites what the decomposition reaches."""
+    __tablename__ = "census_ops"
+
+    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), primary_key=True)
+    op: Mapped[str] = mapped_column(String(300), primary_key=True)
+    status: Mapped[str] = mapped_column(String(20), nullable=False)
+    via: Mapped[str] = mapped_column(String(60), default="", nullable=False)
+    # Space-separated overloads (they never contain spaces); NULL: not traced.
+    reached: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # 1 / 0 / NULL (unknown): every reached operator runs on the device.
+    covered: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    blocked_by: Mapped[str] = mapped_column(Text, default="", nullable=False)
+
+
+census_ops = CensusOp.__table__

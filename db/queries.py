@@ -19,11 +19,11 @@ from sqlalchemy import and_, func, select
 
 from torchconform.collectors.breakdown import make_breakdown
 from torchconform.collectors.outcome import (
-    CRASH, ERROR, FAIL, FAILED, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TIMEOUT, Outcome,
+    CRASH, ERROR, FAIL, FAILED, HOST_ONLY, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TIMEOUT, Outcome,
 )
 from torchconform.config import mask_password
 from torchconform.db.models import DONE_STATES, builds, results, runs, tests
-from torchconform.db.runstate import build_complete, effective_status
+from torchconform.db.runstate import absent_runs, build_complete, effective_status
 from torchconform.db.store import TEST_COLUMNS
 from torchconform.errors import UserError
 
@@ -77,19 +77,21 @@ def _build_dict(row, run_stats: dict | None = None) -> dict:
     return d
 
 
-def _run_states(conn) -> dict[int, list[str]]:
-    """{build id: [effective status of each run]} (see db/runstate.py)."""
-    out: dict[int, list[str]] = {}
+def _run_states(conn) -> dict[int, list[tuple[str, str, str]]]:
+    """{build id: [(suite, shard, effective status) of each run]} (see db/runstate.py)."""
+    out: dict[int, list[tuple[str, str, str]]] = {}
     this_host = socket.gethostname()
-    for build_id, status, host, pid in conn.execute(
-            select(runs.c.build_id, runs.c.status, runs.c.host, runs.c.pid).order_by(runs.c.id)):
-        out.setdefault(build_id, []).append(effective_status(status, host, pid, this_host))
+    for build_id, suite, shard, status, host, pid in conn.execute(
+            select(runs.c.build_id, runs.c.suite, runs.c.shard, runs.c.status, runs.c.host, runs.c.pid)
+            .order_by(runs.c.id)):
+        out.setdefault(build_id, []).append((suite, shard, effective_status(status, host, pid, this_host)))
     return out
 
 
 def list_builds(store) -> list[dict]:
-    """Every build, oldest first, with run counts, results stored (not deduplicated) and
-    ``complete`` (every run finished or resumed; an interrupted or killed run makes it false)."""
+    """Every build, oldest first, with run counts, results stored (not deduplicated),
+    ``complete`` (every run finished or resumed, every planned run there; an interrupted or
+    killed run makes it false) and ``unfinished_runs`` (runs not done + planned runs missing)."""
     stats = (select(runs.c.build_id,
                     func.count(runs.c.id).label("runs"),
                     func.coalesce(func.sum(runs.c.n_results), 0).label("results"))
@@ -103,10 +105,11 @@ def list_builds(store) -> list[dict]:
     out = []
     for row in rows:
         n_runs = int(row["runs"] or 0)
-        statuses = states.get(row["id"], [])
-        out.append(_build_dict(row, {"runs": n_runs, "complete": build_complete(statuses),
-                                     "unfinished_runs": sum(s not in DONE_STATES for s in statuses),
-                                     "results": int(row["results"] or 0)}))
+        run_states = states.get(row["id"], [])
+        plan = (row["metadata"] or {}).get("plan")
+        unfinished = sum(s not in DONE_STATES for _, _, s in run_states) + len(absent_runs(run_states, plan))
+        out.append(_build_dict(row, {"runs": n_runs, "complete": build_complete(run_states, plan),
+                                     "unfinished_runs": unfinished, "results": int(row["results"] or 0)}))
     return out
 
 
@@ -124,7 +127,10 @@ def build_info(store, build: str) -> dict:
                      "status": effective_status(r["status"], r["host"], r["pid"], this_host),
                      "planned": r["planned"]}
                     for r in run_rows]
-    info["complete"] = build_complete(r["status"] for r in info["runs"])
+    plan = info["metadata"].get("plan")
+    triples = [(r["suite"], r["shard"], r["status"]) for r in info["runs"]]
+    info["complete"] = build_complete(triples, plan)
+    info["missing_runs"] = [{"suite": suite, "shard": shard} for suite, shard in absent_runs(triples, plan)]
     return info
 
 
@@ -134,6 +140,8 @@ def completeness(info: dict) -> dict:
     unfinished = [{"run": r["id"], "suite": r["suite"], "shard": r["shard"], "status": r["status"],
                    "exit_status": r["exit_status"], "results": r["results"], "planned": r["planned"]}
                   for r in info["runs"] if r["status"] not in DONE_STATES]
+    unfinished += [{"run": None, "suite": m["suite"], "shard": m["shard"], "status": "not started",
+                    "exit_status": None, "results": 0, "planned": None} for m in info.get("missing_runs", [])]
     return {"complete": info["complete"], "unfinished_runs": unfinished}
 
 
@@ -154,13 +162,16 @@ def latest_build(store, branch: str | None = None, device: str | None = None,
 # -- breakdowns ------------------------------------------------------------------------------
 def _assemble(build: str, rows) -> dict:
     outcome_counts, kind_counts, missing = Counter(), Counter(), Counter()
+    host_only = 0
     for outcome, kind, missing_op, n in rows:
         outcome_counts[outcome] += n
         if outcome == SKIP_BACKEND:
             kind_counts[kind] += n
             if kind == MISSING_OP and missing_op:
                 missing[missing_op] += n
-    return make_breakdown(build, outcome_counts, kind_counts, missing)
+        elif kind == HOST_ONLY:
+            host_only += n
+    return make_breakdown(build, outcome_counts, kind_counts, missing, host_only)
 
 
 def summary(store, build: str) -> dict:
@@ -568,13 +579,17 @@ def stored_test_ids(store, build: str, suite: str) -> set[str]:
         return {row[0] for row in conn.execute(query)}
 
 
-def earlier_durations(store, suite: str, exclude_build: str | None = None, builds_back: int = 3) -> dict[str, float]:
+def earlier_durations(store, suite: str, exclude_build: str | None = None, builds_back: int = 3,
+                      device: str | None = None) -> dict[str, float]:
     """Mean duration per test id of ``suite`` over the ``builds_back`` most recent builds
-    (other than ``exclude_build``): what the sweep uses to balance shards."""
+    (other than ``exclude_build``; of ``device`` when given: another device's timings say
+    little about this one's): what sharded runs and sweeps balance shards by."""
     with store.read() as conn:
         recent = select(builds.c.id).order_by(builds.c.created.desc(), builds.c.id.desc()).limit(builds_back)
         if exclude_build:
             recent = recent.where(builds.c.name != exclude_build)
+        if device:
+            recent = recent.where(builds.c.device == device)
         ids = [row[0] for row in conn.execute(recent)]
         if not ids:
             return {}

@@ -191,6 +191,25 @@ class Store:
             conn.execute(update(builds).where(builds.c.id == row["id"]).values(**changes))
         return row["id"]
 
+    def add_plan(self, name: str, steps: list[dict], conn: Connection | None = None) -> None:
+        """Record on build ``name`` (created if new) the runs it is made of: ``steps`` are
+        ``{"suite", "shards"}``; a suite already in the plan keeps its entry, so every
+        shard and every step of a plan may record it (db/runstate.py reads it)."""
+        if conn is None:
+            with self.write() as c:
+                return self.add_plan(name, steps, conn=c)
+        self.ensure_build(name, append=True, conn=conn)
+        row = conn.execute(select(builds.c.id, builds.c.metadata).where(builds.c.name == name)).one()
+        meta = dict(row[1] or {})
+        plan = [dict(p) for p in meta.get("plan") or [] if isinstance(p, dict)]
+        known = {p.get("suite") for p in plan}
+        for step in steps:
+            if step["suite"] not in known:
+                known.add(step["suite"])
+                plan.append({"suite": step["suite"], "shards": int(step.get("shards") or 1)})
+        if plan != meta.get("plan"):
+            conn.execute(update(builds).where(builds.c.id == row[0]).values(metadata={**meta, "plan": plan}))
+
     # -- runs ----------------------------------------------------------------------------
     def start_run(self, build: str | int, suite: str = "", selection: str = "", shard: str = "",
                   host: str = "", command: str = "", repro_template: str = "", pid: int | None = None,

@@ -122,6 +122,11 @@ def active_profile() -> profiles.Resolved | None:
 def describe(profile: str | None = None) -> dict:
     """Ground truth of a profile: implemented / fallback / missing overloads and traits.
 
+    implemented / fallback / missing are about the PrivateUse1 key (strided tensors);
+    ``dispatch_keys`` says, for every PrivateUse1 dispatch key (Autograd, Autocast,
+    Sparse, SparseCsr, Quantized, NestedTensor...), which kernels refdev registers there
+    and what serves the rest (``profiles.Resolved.dispatch_keys``).
+
     ``profile`` is a shipped name or a YAML path; None means the active one
     (the loaded device's, else $TORCHCONFORM_REFDEV_PROFILE, else young-backend).
     """
@@ -137,6 +142,7 @@ def describe(profile: str | None = None) -> dict:
         "fallback": list(resolved.fallback),
         "missing": list(resolved.missing),
         "traits": dict(resolved.profile.traits),
+        "dispatch_keys": resolved.dispatch_keys(),
     }
 
 

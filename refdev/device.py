@@ -144,9 +144,16 @@ def memory_stats(device=None) -> dict:
     }
 
 
+def leak_counts() -> dict[str, int]:
+    """Workspaces retained (leaked) per operator since the process started; the
+    per-test leak check (collectors/devicecheck.py) names what changed across a test."""
+    from torchconform import refdev
+
+    return refdev.leak_counts()
+
+
 def leak_report() -> str:
-    """One line naming retained (leaked) device allocations, "" when there are none.
-    The ops suite's teardown memory check appends it to its error."""
+    """One line naming retained (leaked) device allocations of the whole process, "" when there are none."""
     from torchconform import refdev
 
     counts = refdev.leak_counts()

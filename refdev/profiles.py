@@ -14,6 +14,9 @@ operators that need a direct registration (convolution).  From that universe:
 * ``fallback``: listed operators; they compute but warn and are counted.
 * operators producing non-strided tensors (sparse, quantized, mkldnn, nested)
   are missing in every profile (``NON_STRIDED``).
+* all of this is about the PrivateUse1 dispatch key (strided device tensors); what
+  refdev registers under its other keys (Autograd, Autocast, Sparse, Quantized...)
+  is ``Resolved.dispatch_keys()``.
 * precedence: non-strided > always_on > missing.ops > fallback.ops > the hash share.
 * ``always_on``: never missing or fallback, whatever the hash says: what tensor
   creation, printing, copies and PyTorch's comparison helpers need.
@@ -64,7 +67,18 @@ PAIRED_OPS = {
 # Operators that produce sparse, quantized, mkldnn or nested tensors: refdev
 # holds strided tensors only, so these are missing in every profile (an honest
 # dispatcher error instead of a confusing failure when wrapping the result).
-NON_STRIDED = re.compile(r"sparse|^aten::quantize_per|^aten::_make_per_|^aten::to_mkldnn|^aten::_nested_|^aten::dequantize")
+# The quantized factories (_empty_affine_quantized, _empty_per_channel_affine_quantized)
+# have a CPU kernel that only raises; with a quantized dtype they dispatch to
+# Quantized<name>, where refdev has no kernel.
+NON_STRIDED = re.compile(r"sparse|^aten::quantize_per|^aten::_make_per_|^aten::to_mkldnn|^aten::_nested_|^aten::dequantize"
+                         r"|^aten::_empty_\w*_quantized$")
+# What refdev registers under the PrivateUse1 dispatch keys other than PrivateUse1
+# itself (mirrors refdev.cpp; tests/test_refdev_dispatch.py checks both against the
+# dispatcher): AutocastPrivateUse1 kernels for these operators (default overloads)
+# plus a fallthrough backend fallback; nothing else.
+AUTOCAST_OPS = ("aten::addmm", "aten::baddbmm", "aten::bmm", "aten::conv1d", "aten::conv2d", "aten::conv3d",
+                "aten::linear", "aten::matmul", "aten::mm")
+FALLTHROUGH_KEYS = ("AutocastPrivateUse1",)
 _KEYS = {"name", "description", "missing", "fallback", "always_on", "traits"}
 _MISSING_KEYS = {"share_percent", "salt", "ops"}
 _FALLBACK_KEYS = {"ops"}
@@ -270,6 +284,36 @@ class Resolved:
         """Implemented or fallback overloads named by ``entries`` (aten::X = every overload)."""
         wanted = set(entries)
         return [op for op in self.implemented + self.fallback if _matches(op, wanted)]
+
+    def dispatch_keys(self) -> dict:
+        """Per dispatch key the device answers to (every ``*PrivateUse1`` key of this
+        torch): ``kernels``, the operators refdev registers a kernel for under that key
+        (PrivateUse1: implemented + fallback), and ``backend_fallback``, what serves
+        every other operator there: ``"fallthrough"`` (refdev's: the key is skipped),
+        ``"pytorch"`` (PyTorch's own, e.g. autograd's) or None (nothing: the dispatcher
+        raises unless a PyTorch alias kernel, Autograd or CompositeExplicitAutograd, fills
+        the key).  Sparse, quantized and nested keys get no refdev kernel: refdev holds
+        strided tensors only."""
+        import torch
+
+        out = {}
+        for key in torch._C.DispatchKey.__members__:
+            if "PrivateUse1" not in key:
+                continue
+            if key == "PrivateUse1":
+                kernels = sorted(self.implemented + self.fallback)
+            elif key == "AutocastPrivateUse1":
+                kernels = list(AUTOCAST_OPS)
+            else:
+                kernels = []
+            if key in FALLTHROUGH_KEYS:
+                fallback = "fallthrough"
+            elif torch._C._dispatch_has_backend_fallback(getattr(torch._C.DispatchKey, key)):
+                fallback = "pytorch"
+            else:
+                fallback = None
+            out[key] = {"kernels": kernels, "backend_fallback": fallback}
+        return out
 
     @property
     def implemented_computed(self) -> list[str]:

@@ -19,6 +19,7 @@ from torchconform.config import db_url
 from torchconform.errors import UserError
 from torchconform.suites.models import catalog
 from torchconform.suites.models.check import SUITE, VARIANTS, test_id
+from torchconform.db.runstate import shard_label
 from torchconform.sweep import history, shards
 from torchconform.sweep.progress import Progress
 from torchconform.sweep.protocol import Settings, Task
@@ -168,11 +169,6 @@ def stop_on_signals():
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
-
-
-def shard_label(shard: int, shards: int) -> str:
-    """``runs.shard`` of a sweep: ``I/N``, or "" unsharded."""
-    return f"{shard}/{shards}" if shards > 1 else ""
 
 
 def run_sweep(opts: SweepOptions) -> SweepReport:

@@ -7,8 +7,7 @@ so ingesting these messages again classifies them the same way.
 """
 from __future__ import annotations
 
-import signal
-
+from torchconform import procs
 from torchconform.collectors.classify import TIMEOUT_PREFIX
 from torchconform.collectors.outcome import CRASH, TIMEOUT, Outcome
 from torchconform.suites.models.check import make_outcome
@@ -24,12 +23,7 @@ def describe_exit(exitcode: int | None, memory_limit_mb: int = 0) -> str:
         limit = f" (limit {memory_limit_mb} MiB)" if memory_limit_mb else ""
         return f"ran out of memory{limit}"
     if exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        why = " (out of memory?)" if -exitcode == signal.SIGKILL else ""
-        return f"was killed by {name}{why}"
+        return "was " + procs.describe_exit(exitcode)
     return f"exited with status {exitcode}"
 
 

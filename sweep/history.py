@@ -7,14 +7,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from torchconform.collectors.outcome import ERROR
+from torchconform.collectors.outcome import ERROR, INTERRUPTED_MESSAGE
 from torchconform.db.queries import earlier_durations, latest_rows, stored_test_ids
 
 __all__ = ["earlier_durations", "stored_test_ids", "done_test_ids", "per_model"]
 
-# What the runner stores for a test still running when its run was stopped (SIGTERM,
-# a killed sweep; collectors/controller.py): a placeholder, not the test's result.
-INTERRUPTED_MESSAGE = "run interrupted before the test finished"
 
 
 def per_model(durations: dict[str, float]) -> dict[str, float]:

@@ -23,7 +23,7 @@ from torchconform.db import locks
 from torchconform.db.models import FINISHED, builds, runs
 from torchconform.errors import UserError
 from torchconform.procs import die_with_parent, forward_signals
-from torchconform.sweep.driver import shard_label
+from torchconform.db.runstate import shard_label
 
 
 def _overlap(a: str, b: str) -> bool:

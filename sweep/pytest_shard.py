@@ -28,7 +28,8 @@ def _store_facts(config, suite_hint: str):
 
     store = open_store(db_url(db))
     try:
-        durations = history.earlier_durations(store, suite_hint, exclude_build=build or "")
+        durations = history.earlier_durations(store, suite_hint, exclude_build=build or "",
+                                              device=config.getoption("tc_device", None) or None)
         done = history.done_test_ids(store, build, suite_hint) if build else set()
         return durations, done
     finally:

@@ -31,7 +31,7 @@ def test_run_json_contract(cli_run):
     tmp, _, proc = cli_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(proc.stdout)  # stdout is only the JSON; progress went to stderr
-    assert set(data) == {"build", "total", "outcomes", "backend_skip_kinds", "missing_ops", "complete",
+    assert set(data) == {"build", "total", "outcomes", "pass_kinds", "backend_skip_kinds", "missing_ops", "complete",
                          "unfinished_runs"}
     assert data["build"] == "cli-build"
     assert data["complete"] is True and data["unfinished_runs"] == []

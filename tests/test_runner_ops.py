@@ -73,10 +73,13 @@ def test_implemented_only_tests_are_never_missing_op(refdev_parallel, young_back
     assert add and all(o.outcome in ("pass", "pass_fallback") for o in add), [(o.name, o.outcome) for o in add]
 
 
-def test_fallback_ops_are_pass_fallback_evidence_only(refdev_parallel, young_backend_truth):
+def test_fallback_ops_are_recorded_and_a_pass_through_them_is_pass_fallback(refdev_parallel, young_backend_truth):
     _, _, outcomes = refdev_parallel
     fb = [o for o in outcomes if o.fallback_ops]
-    assert fb and all(o.outcome == "pass_fallback" for o in fb)
+    # Recorded whatever the outcome (a fallback can be why a test failed); a pass that used one
+    # is never a native pass.
+    assert fb and not any(o.outcome == "pass" for o in fb)
+    assert any(o.outcome == "pass_fallback" for o in fb)
     assert {op for o in fb for op in o.fallback_ops} <= set(young_backend_truth["fallback"])
     if "aten::cumsum.out" in young_backend_truth["fallback"]:
         assert any(o.op == "cumsum" for o in fb)

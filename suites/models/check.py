@@ -13,7 +13,9 @@ Each is compared with the same model (same weights, same inputs) on CPU.  The
 CPU reference decides eligibility: a model that cannot be built, or whose CPU
 run fails, is ``skip_eligibility`` with that error; only then does the device
 run count.  Device errors go through the one classifier, so a missing
-operator is ``skip_backend/missing_op`` naming it.
+operator is ``skip_backend/missing_op`` naming it.  A run that passed but left
+device memory allocated is ``error`` (the pytest plugin's leak check, the same
+function: collectors/devicecheck.py).
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ import time
 import warnings
 from typing import Callable
 
-from torchconform.collectors.outcome import PASS, PASS_FALLBACK, SKIP_ELIGIBILITY, Outcome
+from torchconform.collectors.devicecheck import DeviceCheck
+from torchconform.collectors.outcome import ERROR, PASS, PASS_FALLBACK, SKIP_ELIGIBILITY, Outcome
 from torchconform.suites.models import backend as backend_mod
 from torchconform.suites.models import catalog
 from torchconform.suites.models.compare import assert_same, flatten
@@ -180,6 +183,7 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
             on_outcome(o)
 
     reference: dict = {}
+    check = DeviceCheck(device.split(":")[0])
     for variant in variants:
         if emit:
             emit(variant)
@@ -197,6 +201,7 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
                                      message=f"CPU reference failed: {type(exc).__name__}: {exc}",
                                      duration=time.perf_counter() - begin))
             continue
+        before = check.memory()
         try:
             actual, fallback = _device_run(variant, built, device, profile, compile_backend, seed)
             assert_same(actual, expected, variant)
@@ -207,6 +212,11 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
                                      missing_op=verdict.missing_op, message=verdict.message,
                                      skiplist_entry=verdict.skiplist_entry,
                                      duration=time.perf_counter() - begin))
+            continue
+        leak = check.leak(before) if before is not None else ""
+        if leak:
+            record(make_outcome(model_id, variant, device, dtype, ERROR, message=leak, fallback_ops=fallback,
+                                duration=time.perf_counter() - begin))
             continue
         record(make_outcome(model_id, variant, device, dtype, PASS_FALLBACK if fallback else PASS,
                                  fallback_ops=fallback, duration=time.perf_counter() - begin))

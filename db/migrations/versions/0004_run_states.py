@@ -4,8 +4,10 @@
 run: a run whose pytest was interrupted (SIGTERM, Ctrl-C, an internal error)
 ends with an exit status too, yet it did not run what it planned.  ``pid`` and
 ``planned`` let readers tell a run whose process is gone from one still going,
-and how far it got.  ``build_locks`` holds the one live sweep allowed to write a
-build at a time (``--resume`` across machines).
+and how far it got.  ``build_locks`` holds the live sweeps writing a build, one row
+per holder (suite and shard), so that two sweeps of the same tests (a ``--resume``
+while the first still runs, on any machine) cannot both write, while the shards of
+one build run side by side.
 
 Revision ID: 0004_run_states
 Revises: 0003_repro_templates
@@ -32,7 +34,7 @@ def upgrade():
     op.create_table(
         "build_locks",
         sa.Column("build_id", BigId, sa.ForeignKey("builds.id", ondelete="CASCADE"), primary_key=True),
-        sa.Column("holder", sa.String(300), nullable=False),
+        sa.Column("holder", sa.String(300), primary_key=True),
         sa.Column("host", sa.String(200), nullable=False),
         sa.Column("pid", sa.Integer, nullable=False),
         sa.Column("token", sa.String(64), nullable=False),

@@ -1,0 +1,161 @@
+"""Each ATen overload's status on a device, read from the dispatcher's own tables.
+
+The order of the checks is the dispatcher's order for filling the device's
+backend slot (c10 ``computeDispatchTableEntry``): a kernel registered for the
+key itself, then the composite alias kernels, then the backend fallback.  The
+autograd key comes before the composites because it is asked first: an
+operator with only an ``Autograd<Backend>`` kernel runs through it.
+
+Everything takes a ``has(op, key) -> bool`` so that tests can drive it with a
+made-up table; :func:`torch_has` is the real one (direct registrations only:
+alias keys filling a slot do not count as the slot's own kernel).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+NATIVE, AUTOGRAD, COMPOSITE, FALLBACK, MISSING, UNAVAILABLE = (
+    "native", "autograd", "composite", "fallback", "missing", "unavailable")
+STATUSES = (NATIVE, AUTOGRAD, COMPOSITE, FALLBACK, MISSING, UNAVAILABLE)
+# Statuses that run on the device without help from anything else.
+RUNS = frozenset({NATIVE, AUTOGRAD, FALLBACK})
+
+# Composite alias keys, in the order the dispatcher prefers them for a backend slot.
+COMPOSITE_KEYS = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd",
+                  "CompositeImplicitAutograd")
+# Backend keys of strided (dense) tensors on any device.  An operator with none of
+# these and no composite can run on no device of this torch build (CUDA-only ops in a
+# CPU build, sparse/quantized/mkldnn/nested-only ops): "unavailable", not the
+# device's gap.  Meta computes shapes only, so it does not count.
+DENSE_KEYS = ("CPU", "CUDA", "HIP", "XLA", "MPS", "IPU", "XPU", "HPU", "VE", "Lazy", "MTIA", "MAIA",
+              "PrivateUse1", "PrivateUse2", "PrivateUse3")
+PYTHON_DECOMP = "python-decomposition"
+
+Has = Callable[[str, str], bool]
+
+
+@dataclass
+class Row:
+    op: str                        # dispatcher name: aten::name or aten::name.overload
+    status: str
+    via: str = ""                  # composite: the alias key; missing: python-decomposition if any
+    reached: list[str] | None = None   # composite: operators the decomposition reaches (None: not traced)
+    covered: bool | None = None        # composite: every reached operator runs on the device
+    blocked_by: list[str] = field(default_factory=list)  # reached operators that do not run
+
+    @property
+    def works(self) -> bool:
+        """Runs on the device: natively, through autograd or fallback, or a composite not known to be blocked."""
+        return self.status in RUNS or (self.status == COMPOSITE and self.covered is not False)
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "status": self.status, "via": self.via, "reached": self.reached,
+                "covered": self.covered, "blocked_by": list(self.blocked_by)}
+
+
+@dataclass
+class Keys:
+    """The dispatch keys of the device under test."""
+    backend: str                   # CPU, CUDA, PrivateUse1, ...
+    autograd: str                  # AutogradCPU, AutogradPrivateUse1, ...
+    backend_fallback: bool = False  # a boxed fallback serves the backend key (a CPU fallback)
+
+
+def torch_has(op: str, key: str) -> bool:
+    import torch
+
+    return torch._C._dispatch_has_kernel_for_dispatch_key(op, key)
+
+
+def device_keys(device_type: str) -> Keys:
+    """Keys of a torch device type (``cpu``, ``cuda``, a PrivateUse1 name...)."""
+    import torch
+
+    backend = torch._C._dispatch_key_for_device(device_type)
+    autograd = "Autograd" + backend
+    if autograd not in torch._C.DispatchKey.__members__:
+        autograd = "AutogradOther"
+    fallback = torch._C._dispatch_has_backend_fallback(getattr(torch._C.DispatchKey, backend))
+    return Keys(backend, autograd, bool(fallback))
+
+
+def aten_ops() -> list[str]:
+    import torch
+
+    return sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::"))
+
+
+def python_decompositions() -> set[str]:
+    """Operators torch._decomp can decompose in Python (used by compilers, not by eager)."""
+    from torch._decomp import decomposition_table
+
+    return {op.name() for op in decomposition_table if hasattr(op, "name")}
+
+
+def classify(ops: Iterable[str], keys: Keys, has: Has = torch_has, fallback_ops: Iterable[str] = (),
+             python_decomps: Iterable[str] = ()) -> list[Row]:
+    """One Row per operator (reached/covered left for trace.py).
+
+    ``fallback_ops``: operators the backend says run through its CPU fallback even
+    though a kernel is registered for them (refdev registers a warning kernel per
+    fallback operator, so the dispatcher alone cannot tell them from native ones)."""
+    fallback_ops, python_decomps = set(fallback_ops), set(python_decomps)
+    rows = []
+    for op in ops:
+        via = ""
+        if has(op, keys.backend):
+            status = FALLBACK if op in fallback_ops else NATIVE
+        elif has(op, keys.autograd):
+            status = AUTOGRAD
+        else:
+            via = next((k for k in COMPOSITE_KEYS if has(op, k)), "")
+            if via:
+                status = COMPOSITE
+            elif keys.backend_fallback:
+                status = FALLBACK
+            elif any(has(op, k) for k in DENSE_KEYS):
+                status, via = MISSING, (PYTHON_DECOMP if op in python_decomps else "")
+            else:
+                status, via = UNAVAILABLE, (PYTHON_DECOMP if op in python_decomps else "")
+        rows.append(Row(op, status, via))
+    return rows
+
+
+def resolve_coverage(rows: list[Row]) -> None:
+    """Fill ``covered`` / ``blocked_by`` of traced composite rows from what they reach.
+
+    A reached composite counts through its own coverage (recursively; a cycle is
+    not evidence, so it counts as unknown).  covered is False when a reached
+    operator is missing, unavailable or a blocked composite; None when something
+    reached is not known (an untraced composite, an operator outside the census)."""
+    by_op = {r.op: r for r in rows}
+    state: dict[str, bool | None] = {}
+
+    def covered(row: Row, stack: frozenset) -> bool | None:
+        if row.op in state:
+            return state[row.op]
+        if row.reached is None:
+            return None
+        blocked, unknown = [], False
+        for name in row.reached:
+            dep = by_op.get(name)
+            if dep is None:
+                unknown = True
+            elif dep.status in RUNS:
+                continue
+            elif dep.status == COMPOSITE:
+                sub = None if name in stack else covered(dep, stack | {row.op})
+                if sub is False:
+                    blocked.append(name)
+                elif sub is None:
+                    unknown = True
+            else:
+                blocked.append(name)
+        row.blocked_by = blocked
+        state[row.op] = False if blocked else (None if unknown else True)
+        return state[row.op]
+
+    for row in rows:
+        if row.status == COMPOSITE:
+            row.covered = covered(row, frozenset())

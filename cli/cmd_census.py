@@ -1,0 +1,134 @@
+"""``torchconform census --device D --build B [--baseline OLD] [--json] [--csv PATH]``.
+
+Every ATen operator overload of the installed torch with its status on the device
+(native / autograd / composite / fallback / missing / unavailable), stored per
+build; with ``--baseline`` the operators gained and lost since that build's census.
+Without ``--device`` it reads the stored census of ``--build`` (diff, JSON, CSV).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+
+from torchconform.errors import UserError
+
+CSV_COLUMNS = ("op", "status", "via", "covered", "reached", "blocked_by")
+
+
+def _check_csv(path: str | None) -> None:
+    if not path:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UserError(f"--csv {path}: folder {folder} does not exist; create it or pass another path")
+
+
+def _covered_text(value) -> str:
+    return "" if value is None else ("yes" if value else "no")
+
+
+def write_csv(path: str, rows) -> None:
+    from torchconform.safe import csv_cell
+
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            out = csv.writer(fh)
+            out.writerow(CSV_COLUMNS)
+            for r in rows:
+                reached = "" if r.reached is None else " ".join(r.reached)
+                out.writerow([csv_cell(v) for v in (r.op, r.status, r.via, _covered_text(r.covered), reached,
+                                                    " ".join(r.blocked_by))])
+    except OSError as exc:
+        raise UserError(f"cannot write --csv {path}: {exc.strerror}; pass a writable path") from None
+
+
+def _row_line(r) -> str:
+    parts = [r.op, r.status]
+    if r.via:
+        parts.append(r.via)
+    if r.status == "composite":
+        if r.reached is None:
+            parts.append("reaches ? (not traced)")
+        else:
+            parts.append(f"reaches {' '.join(r.reached) or '-'} (covered {_covered_text(r.covered) or '?'})")
+            if r.blocked_by:
+                parts.append(f"blocked by {' '.join(r.blocked_by)}")
+    return "\t".join(parts)
+
+
+def _counts(rows) -> dict:
+    from torchconform.census.dispatch import STATUSES
+
+    out = {s: 0 for s in STATUSES}
+    for r in rows:
+        out[r.status] += 1
+    return out
+
+
+def _run(args) -> int:
+    from torchconform.census import diff as diff_mod
+    from torchconform.census import records
+    from torchconform.config import db_url
+    from torchconform.db.store import open_store
+
+    _check_csv(args.csv)
+    if args.baseline and args.baseline == args.build:
+        raise UserError(f"--baseline {args.baseline!r} is the build itself; pass an earlier build's name")
+    census = None
+    if args.device:
+        from torchconform.census.take import take_census
+
+        census = take_census(args.device, args.profile or "", args.backend_module or "", do_trace=not args.no_trace)
+    url = db_url(args.db)
+    with open_store(url, create=census is not None) as store:
+        if census is not None:
+            records.save(store, args.build, census)
+            rows = census.rows
+        else:
+            rows = records.require(store, args.build)
+        found = None
+        if args.baseline:
+            records.require(store, args.baseline)
+            found = diff_mod.builds_diff(store, args.build, args.baseline)
+    if args.csv:
+        write_csv(args.csv, rows)
+    counts = _counts(rows)
+    if args.json:
+        doc = {"build": args.build, "counts": counts, "operators": len(rows), "rows": [r.to_dict() for r in rows]}
+        if census is not None:
+            doc.update(device=census.device, backend_key=census.backend_key, torch_version=census.torch_version,
+                       profile=census.profile, refdev_profile=census.refdev_profile,
+                       seconds=round(census.seconds, 3))
+        if found is not None:
+            doc["diff"] = found.to_dict()
+        print(json.dumps(doc, indent=2))
+        return 0
+    if not args.diff_only:
+        for r in rows:
+            print(_row_line(r))
+    where = f" on {census.device} ({census.backend_key}, {census.seconds:.1f}s)" if census is not None else ""
+    print(f"census of build {args.build}{where}: {len(rows)} operators: "
+          + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    if found is not None:
+        print(diff_mod.format_diff(found, limit=args.top))
+    sys.stdout.flush()
+    return 0
+
+
+def register(sub):
+    p = sub.add_parser("census", help="every ATen operator's status on a device, stored per build")
+    p.add_argument("--build", required=True, help="build to store the census as (or to read it from)")
+    p.add_argument("--device", help="device under test (refdev, cuda, cpu, a PrivateUse1 name); "
+                                    "without it the stored census of --build is read")
+    p.add_argument("--profile", help="backend profile (skiplists/<name>/profile.yaml or a path); default: the device's")
+    p.add_argument("--backend-module", help="module that registers the backend (default: the profile's)")
+    p.add_argument("--baseline", help="an earlier build with a census: list operators gained and lost since")
+    p.add_argument("--no-trace", action="store_true", help="do not trace what composite operators reach")
+    p.add_argument("--diff-only", action="store_true", help="print the summary and diff, not every operator")
+    p.add_argument("--top", type=int, default=50, help="diff entries listed per kind (default 50)")
+    p.add_argument("--json", action="store_true", help="print JSON (rows, counts, diff)")
+    p.add_argument("--csv", help="also write the rows to this CSV file")
+    p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    p.set_defaults(func=_run)

@@ -1,0 +1,80 @@
+"""Suite sets: the suites one build is made of (``suites/sets.yaml``, or a file of that shape).
+
+``torchconform run --suite all`` (the set ``all``) or ``--suite-set NAME|PATH`` runs each
+step as a run of the same build, records the planned runs on the build (``builds.metadata``
+``plan``: ``[{"suite", "shards"}]``, db/runstate.py) so that a build whose later
+steps never ran is incomplete, and prints the combined breakdown.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from torchconform.errors import UserError
+from torchconform.skiplists.yamlpos import load_data
+from torchconform.suites import known_suites
+
+SETS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sets.yaml")
+NEEDS = ("pytorch_src",)
+
+
+@dataclass(frozen=True)
+class Step:
+    suite: str
+    selection: str = "full"
+    needs: str = ""
+
+
+def load_set(name_or_path: str) -> tuple[str, list[Step]]:
+    """(set name, steps) for a set of sets.yaml or a YAML file holding ``steps:`` (or a
+    ``sets:`` mapping with that set)."""
+    if os.path.sep in name_or_path or name_or_path.endswith((".yaml", ".yml")):
+        path, name = name_or_path, os.path.splitext(os.path.basename(name_or_path))[0]
+        if not os.path.isfile(path):
+            raise UserError(f"--suite-set {path}: no such file; pass a set name ({', '.join(set_names())}) or a YAML path")
+    else:
+        path, name = SETS_FILE, name_or_path
+    data = load_data(path) or {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a suite-set file is a mapping with 'sets:' or 'steps:'; see {SETS_FILE}")
+    sets = data.get("sets") if "sets" in data else {name: data.get("steps")}
+    if not isinstance(sets, dict) or name not in sets:
+        raise UserError(f"unknown suite set {name!r}; use one of {', '.join(sorted(sets or {}))} or a file path")
+    return name, _steps(path, name, sets[name])
+
+
+def _steps(path: str, name: str, raw) -> list[Step]:
+    if not isinstance(raw, list) or not raw:
+        raise UserError(f"{path}: suite set {name!r} must be a non-empty list of steps like {{suite: ops, selection: full}}")
+    suites, steps = known_suites(), []
+    for i, item in enumerate(raw):
+        where = f"{path}: suite set {name!r} step {i + 1}"
+        if not isinstance(item, dict) or not isinstance(item.get("suite"), str):
+            raise UserError(f"{where}: a step is a mapping with 'suite'; e.g. {{suite: ops, selection: full}}")
+        unknown = set(item) - {"suite", "selection", "needs"}
+        if unknown:
+            raise UserError(f"{where}: unknown key {sorted(unknown)[0]!r}; a step has suite, selection and needs")
+        if item["suite"] not in suites:
+            raise UserError(f"{where}: unknown suite {item['suite']!r}; use one of {', '.join(suites)}")
+        needs = str(item.get("needs") or "")
+        if needs and needs not in NEEDS:
+            raise UserError(f"{where}: needs {needs!r} is not known; use needs: pytorch_src")
+        steps.append(Step(item["suite"], str(item.get("selection") or "full"), needs))
+    if len({s.suite for s in steps}) != len(steps):
+        raise UserError(f"{path}: suite set {name!r} names a suite twice; one step per suite (runs are per suite)")
+    return steps
+
+
+def set_names() -> list[str]:
+    return sorted((load_data(SETS_FILE) or {}).get("sets") or {})
+
+
+def applicable(steps: list[Step], pytorch_src: str | None) -> tuple[list[Step], list[str]]:
+    """(steps to run, notes on the steps left out)."""
+    kept, notes = [], []
+    for step in steps:
+        if step.needs == "pytorch_src" and not pytorch_src:
+            notes.append(f"{step.suite}: left out (no PyTorch checkout; pass --pytorch-src to include it)")
+            continue
+        kept.append(step)
+    return kept, notes

@@ -27,6 +27,7 @@ from torchconform.collectors.outcome import (
     BACKEND_SKIP_KINDS, CRASH, ERROR, FAIL, HOST_ONLY, MISSING_OP, OUTCOMES, PASS, PASS_FALLBACK,
     SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, XPASS, Outcome,
 )
+from torchconform.procs import describe_exit
 
 
 def make_breakdown(build: str, outcome_counts: dict, kind_counts: dict, missing_op_counts: dict,
@@ -110,8 +111,6 @@ def incomplete_lines(b: dict) -> list[str]:
              "never a baseline"]
     for r in b.get("unfinished_runs", []):
         where = r["suite"] + (f" shard {r['shard']}" if r.get("shard") else "")
-        from torchconform.procs import describe_exit
-
         how = {"running": "still running, or killed on another host",
                "lost": "its process is gone (killed)", "not started": "planned, not run yet"}.get(r["status"], f"{r['status']}, {describe_exit(r['exit_status'])}")
         got = f"{r['results']} of {r['planned']} planned tests" if r.get("planned") else f"{r['results']} tests"

@@ -6,6 +6,7 @@ with ``report.tc`` attached); without xdist it runs in the same process.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import shlex
@@ -21,6 +22,7 @@ import pytest
 
 from torchconform.collectors.classify import classify_text
 from torchconform.collectors.device import torch_versions
+from torchconform.collectors.plugin import is_xdist_controller
 from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, INTERRUPTED_MESSAGE, PASS, PASS_FALLBACK, TIMEOUT, Outcome, bound_message,
 )
@@ -87,7 +89,7 @@ class ControllerPlugin:
         self.run: dict = {}
         self._old_signals: dict = {}
         # xdist workers run the tests (this plugin is never registered on a worker).
-        self.distributed = bool(getattr(config.option, "numprocesses", None))
+        self.distributed = is_xdist_controller(config)
         # Watchdogs in workers leave timeout markers here (workers inherit the env).
         if not os.environ.get(STATE_ENV):
             os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="torchconform-")
@@ -151,10 +153,7 @@ class ControllerPlugin:
         self._old_signals = {}
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGINT):
-                try:
-                    self._old_signals[signum] = signal.signal(signum, _raise_interrupt)
-                except ValueError:
-                    pass
+                self._old_signals[signum] = signal.signal(signum, _raise_interrupt)
         self._flusher = threading.Thread(target=self._flush_loop, name="torchconform-flush", daemon=True)
         self._flusher.start()
 
@@ -333,10 +332,8 @@ def stop_workers(config) -> None:
     for gateway in list(group or ()):
         popen = getattr(getattr(gateway, "_io", None), "popen", None)
         if popen is not None and popen.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # it ended between poll and terminate
                 popen.terminate()
-            except OSError:
-                pass
 
 
 # Set once the run was told to stop (SIGTERM / SIGINT).

@@ -191,6 +191,19 @@ def test_sigterm_ends_a_pytest_sweep_in_order(tmp_path):
     assert run["results"] == counts(db, "nightly")[0] >= 6
 
 
+def resume_to_the_end(cmd, db, wanted) -> dict:
+    """Run the sweep again with --resume: every wanted test stored exactly once, the
+    interrupted run resumed and the build complete; returns the build's info."""
+    resumed = subprocess.run(cmd + ["--resume"], env=child_env(TC_SLOW_SECONDS="0"), capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    per_test = real_results_per_test(db, "nightly")
+    assert sorted(per_test) == sorted(wanted) and set(per_test.values()) == {1}
+    final = info(db, "nightly")
+    assert [r["status"] for r in final["runs"]] == ["resumed", "finished"] and final["complete"] is True
+    return final
+
+
 def test_sigterm_ends_a_model_sweep_in_order(tmp_path):
     db = str(tmp_path / "r.db")
     cmd, wanted = model_sweep(tmp_path, 12, db, variants="eval,train")
@@ -215,13 +228,7 @@ def test_sigterm_ends_a_model_sweep_in_order(tmp_path):
     models = {t.rsplit("::", 1)[0] for t in stored}
     assert stored and len(stored) == 2 * len(models) < len(wanted)  # whole models only, each run once
 
-    resumed = subprocess.run(cmd + ["--resume"], env=child_env(TC_SLOW_SECONDS="0"), capture_output=True,
-                             text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    per_test = real_results_per_test(db, "nightly")
-    assert sorted(per_test) == sorted(wanted) and set(per_test.values()) == {1}
-    final = info(db, "nightly")
-    assert [r["status"] for r in final["runs"]] == ["resumed", "finished"] and final["complete"] is True
+    final = resume_to_the_end(cmd, db, wanted)
     assert final["runs"][1]["planned"] == len(wanted) - len(stored)
 
 
@@ -269,13 +276,7 @@ def test_resume_is_refused_while_another_sweep_writes_the_build_and_takes_a_dead
     finally:
         stop_group(first)
     # The holder is dead (this host: its pid is gone): the lock is taken over at once.
-    resumed = subprocess.run(cmd + ["--resume"], env=child_env(TC_SLOW_SECONDS="0"), capture_output=True,
-                             text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    per_test = real_results_per_test(db_url, "nightly")
-    assert sorted(per_test) == sorted(wanted) and set(per_test.values()) == {1}
-    final = info(db_url, "nightly")
-    assert [r["status"] for r in final["runs"]] == ["resumed", "finished"] and final["complete"] is True
+    resume_to_the_end(cmd, db_url, wanted)
 
 
 @pytest.fixture
@@ -362,7 +363,7 @@ def test_shards_of_one_build_run_side_by_side(store, live_pid):
 
 def test_a_lock_on_a_new_build_that_gets_no_run_leaves_nothing(store):
     with locks.held(store, "fresh", locks.holder_name("ops")):
-        pass
+        assert _lock_row(store, "fresh")["pid"] == os.getpid()  # held while the block runs
     with store.read() as conn:
         assert conn.execute(text("SELECT count(*) FROM builds")).scalar_one() == 0
     with locks.held(store, "fresh", locks.holder_name("ops")):

@@ -66,7 +66,6 @@ class Forwarded:
 
     def __init__(self):
         self.signal: int | None = None
-        self.killed = False
 
 
 @contextlib.contextmanager
@@ -84,7 +83,6 @@ def forward_signals(proc: subprocess.Popen, grace: float = GRACE_SECONDS,
         try:
             proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            seen.killed = True
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
 

@@ -3,13 +3,14 @@
 site and ingest, with the figures the seed's evaluation asks for.
 
     .venv/bin/python bench/seed_scale.py --pytorch-src SRC [--files a,b] [-n 2] [--db DB] [--build B]
-        [--shards N --shard I] [--report-only] [--ratios-only] [--ratio-files a,b] [--suite-set all]
+        [--shards N --shard I] [--resume] [--report-only] [--ratios-only] [--ratio-files a,b] [--suite-set all]
 
 Steps (each can be left out):
 1. ``torchconform run --suite-set all`` (ops full, modules full, upstream files of SRC, models full)
    into build B, sampling the memory of every pytest controller and worker; with
    ``--shards N --shard I`` only that shard (run the others later, on this or other
-   machines, with the same --build and --db: the build is complete when all have run).
+   machines, with the same --build and --db: the build is complete when all have run); a run
+   longer than a session is interrupted (SIGTERM) and finished later with ``--resume``.
 2. When the build is complete (``--report-only`` goes straight here): the seed-style
    breakdown, outcomes against the 150,000 target, wall time and tests per second per
    suite, then ``gate --baseline latest``, ``site`` and an ``export``/``ingest`` round trip
@@ -107,6 +108,8 @@ def run_build(args) -> None:
            "--pytorch-src", args.pytorch_src, "--files", args.files]
     if args.shards > 1:
         cmd += ["--shards", args.shards, "--shard", args.shard]
+    if args.resume:
+        cmd += ["--resume"]
     print(f"seed_scale: torchconform {' '.join(map(str, cmd))}", flush=True)
     start = time.perf_counter()
     with MemorySampler() as memory:
@@ -196,6 +199,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "tc-seed-scale"))
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--shard", type=int, default=0)
+    ap.add_argument("--resume", action="store_true",
+                    help="finish --build where an earlier (interrupted) invocation stopped: `run --resume`")
     ap.add_argument("--report-only", action="store_true", help="skip the run: report on --build")
     ap.add_argument("--ratios-only", action="store_true", help="only the plugin/plain and -n 2 ratios")
     ap.add_argument("--no-ratios", action="store_true")

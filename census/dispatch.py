@@ -93,6 +93,28 @@ def python_decompositions() -> set[str]:
     return {op.name() for op in decomposition_table if hasattr(op, "name")}
 
 
+def composite_key(op: str, has: Has = torch_has) -> str:
+    """The composite kernel the device runs for ``op`` (which has no kernel on its key), "" if none.
+
+    Calls come through the autograd key first, and the dispatcher fills that slot with the
+    CompositeImplicitAutograd kernel unless the backend or CompositeExplicitAutograd has one
+    (c10 computeDispatchTableEntry, step 2.3; CompositeExplicitAutogradNonFunctional does not
+    count).  So an op with both an Implicit and a NonFunctional kernel (``silu_backward``)
+    decomposes there, although the backend slot alone would take the NonFunctional one."""
+    if has(op, "CompositeImplicitAutograd") and not has(op, "CompositeExplicitAutograd"):
+        return "CompositeImplicitAutograd"
+    return next((k for k in COMPOSITE_KEYS if has(op, k)), "")
+
+
+def trace_key(op: str, keys: Keys, has: Has = torch_has) -> str:
+    """The key to redispatch a composite row on to run the kernel the device runs
+    (census/trace.py): the autograd key where its slot differs from the backend's
+    (composite_key's case), else the backend key."""
+    if composite_key(op, has) == "CompositeImplicitAutograd" and has(op, "CompositeExplicitAutogradNonFunctional"):
+        return keys.autograd
+    return keys.backend
+
+
 def classify(ops: Iterable[str], keys: Keys, has: Has = torch_has, fallback_ops: Iterable[str] = (),
              python_decomps: Iterable[str] = ()) -> list[Row]:
     """One Row per operator (reached/covered left for trace.py).
@@ -109,7 +131,7 @@ def classify(ops: Iterable[str], keys: Keys, has: Has = torch_has, fallback_ops:
         elif has(op, keys.autograd):
             status = AUTOGRAD
         else:
-            via = next((k for k in COMPOSITE_KEYS if has(op, k)), "")
+            via = composite_key(op, has)
             if via:
                 status = COMPOSITE
             elif keys.backend_fallback:

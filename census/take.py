@@ -99,7 +99,7 @@ def take_census(device: str, profile: str = "", backend_module: str = "", do_tra
         with quiet_output():
             for row in rows:
                 if row.status == dispatch.COMPOSITE:
-                    row.reached = trace.trace_composite(row.op, keys.backend)
+                    row.reached = trace.trace_composite(row.op, dispatch.trace_key(row.op, keys))
     dispatch.resolve_coverage(rows)
     return Census(device=device, backend_key=keys.backend, torch_version=torch.__version__, rows=rows,
                   profile=loaded.name, refdev_profile=refdev_profile, seconds=time.perf_counter() - start,

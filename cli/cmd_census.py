@@ -4,6 +4,8 @@ Every ATen operator overload of the installed torch with its status on the devic
 (native / autograd / composite / fallback / missing / unavailable), stored per
 build; with ``--baseline`` the operators gained and lost since that build's census.
 Without ``--device`` it reads the stored census of ``--build`` (diff, JSON, CSV).
+``--models``: each model the build ran with every operator blocking it on that census
+(from the operator sets the models suite traced; census/models.py).
 """
 from __future__ import annotations
 
@@ -67,6 +69,36 @@ def _counts(rows) -> dict:
     return out
 
 
+def _model_line(block) -> str:
+    if not block.traced:
+        return f"{block.model_id}\tno stored operator trace"
+    if not block.ops:
+        return f"{block.model_id}\tnothing blocks it"
+    from torchconform.census.models import DIRECT
+
+    parts = [op if how == DIRECT else f"{op} (through {how})" for op, how in sorted(block.ops.items())]
+    return f"{block.model_id}\t{len(parts)} blocking: " + ", ".join(parts)
+
+
+def print_models(store, build: str, rows, as_json: bool) -> None:
+    """``--models``: one line (or JSON entry) per model of ``build`` with its blocking operators."""
+    from torchconform.census.models import blocking_for_build
+
+    blocks = blocking_for_build(store, build, rows)
+    if as_json:
+        print(json.dumps({"build": build, "models": [b.to_dict() for b in blocks.values()]}, indent=2))
+        return
+    for block in blocks.values():
+        print(_model_line(block))
+    traced = [b for b in blocks.values() if b.traced]
+    print(f"models of build {build}: {len(blocks)}, {len(traced)} traced, "
+          f"{sum(1 for b in traced if b.ops)} blocked on its census"
+          + ("" if blocks else " (the build has no models-suite results: `torchconform sweep --suite models`)"))
+    if len(traced) < len(blocks):
+        print("models without a stored trace: run them with `torchconform sweep --suite models` "
+              "at the build's torch version")
+
+
 def _run(args) -> int:
     from torchconform.census import diff as diff_mod
     from torchconform.census import records
@@ -74,6 +106,8 @@ def _run(args) -> int:
     from torchconform.db.store import open_store
 
     _check_csv(args.csv)
+    if args.models and args.baseline:
+        raise UserError("--models lists the build's models, --baseline diffs censuses; pass one of them")
     if args.baseline and args.baseline == args.build:
         raise UserError(f"--baseline {args.baseline!r} is the build itself; pass an earlier build's name")
     census = None
@@ -92,6 +126,9 @@ def _run(args) -> int:
         if args.baseline:
             records.require(store, args.baseline)
             found = diff_mod.builds_diff(store, args.build, args.baseline)
+        if args.models:
+            print_models(store, args.build, rows, args.json)
+            return 0
     if args.csv:
         write_csv(args.csv, rows)
     counts = _counts(rows)
@@ -128,7 +165,10 @@ def register(sub):
     p.add_argument("--no-trace", action="store_true", help="do not trace what composite operators reach")
     p.add_argument("--diff-only", action="store_true", help="print the summary and diff, not every operator")
     p.add_argument("--top", type=int, default=50, help="diff entries listed per kind (default 50)")
-    p.add_argument("--json", action="store_true", help="print JSON (rows, counts, diff)")
+    p.add_argument("--models", action="store_true",
+                   help="list each model of the build with every operator blocking it on the census "
+                        "(marked when reached only through a composite's decomposition)")
+    p.add_argument("--json", action="store_true", help="print JSON (rows, counts, diff; models with --models)")
     p.add_argument("--csv", help="also write the rows to this CSV file")
     p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
     p.set_defaults(func=_run)

@@ -7,6 +7,7 @@ progress goes to stderr so that ``--json`` leaves stdout to the JSON.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -28,13 +29,16 @@ def register(subparsers):
     p = subparsers.add_parser("run", help="run a suite on a device and classify every outcome",
                               description="Run a torchconform suite under pytest with the torchconform plugin.")
     p.add_argument("--suite", default="ops",
-                   help="suite to run (default: ops), or all: the suite set 'all' of suites/sets.yaml (ops full, modules "
+                   help="suite to run (default: ops), or all: the suite set 'all' of suites/sets.yaml (traits, ops full, modules "
                         "full, upstream when --pytorch-src is given, models full) as runs of one build")
     p.add_argument("--suite-set", default=None, metavar="NAME|PATH",
                    help="run a suite set (a name of suites/sets.yaml, or a YAML file of that shape) into one build")
     p.add_argument("--shards", type=int, default=1,
                    help="split the selection into N shards (balanced by earlier builds' durations on this device)")
     p.add_argument("--shard", type=int, default=0, help="the shard this machine runs (0-based; with --shards)")
+    p.add_argument("--resume", action="store_true",
+                   help="finish a build an interrupted run left unfinished: run only the tests it lacks "
+                        "(with a suite set, only the steps not finished); same --build, --db and selection")
     p.add_argument("--selection", default="quick", choices=("quick", "full"), help="selection of the suite (default: quick)")
     p.add_argument("--device", default="refdev", help="device under test (default: refdev)")
     p.add_argument("--profile", default=None, help="backend profile name or profile.yaml path (default: the device's)")
@@ -147,9 +151,15 @@ def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
         if not args.skiplist and not os.environ.get("TORCHCONFORM_SKIPLIST"):
             raise UserError("--skiplist-audit needs a skiplist; add --skiplist PATH")
         cmd += ["--tc-skiplist-audit"]
-    if args.shards > 1:  # the sweep's shard plugin keeps this shard's tests (sweep/pytest_shard.py)
+    if args.shards > 1 or args.resume:
+        # The sweep's shard plugin keeps this shard's tests, and with --resume only those
+        # the build does not have yet (sweep/pytest_shard.py).
         cmd += ["-p", "torchconform.sweep.pytest_shard", "--tc-sweep-shards", str(args.shards),
-                "--tc-sweep-shard", str(args.shard), "--tc-shard", shard_label(args.shard, args.shards)]
+                "--tc-sweep-shard", str(args.shard)]
+        if args.shards > 1:
+            cmd += ["--tc-shard", shard_label(args.shard, args.shards)]
+        if args.resume:
+            cmd += ["--tc-sweep-resume"]
     if args.branch:
         cmd += ["--tc-branch", args.branch]
     if args.commit:
@@ -168,6 +178,8 @@ def run_command(args) -> int:
     from torchconform.sweep.shards import check_shard
 
     check_shard(args.shards, args.shard)
+    if args.resume and not args.build:
+        raise UserError("--resume finishes an earlier build: pass its name with --build")
     if args.suite_set or args.suite == "all":
         from torchconform.cli.run_set import run_set
 
@@ -176,10 +188,8 @@ def run_command(args) -> int:
 
 
 def run_suite(args) -> int:
-    from torchconform.collectors.breakdown import breakdown, format_breakdown
     from torchconform.collectors.settings import default_build_name
-    from torchconform.collectors.sink_jsonl import read_jsonl
-    from torchconform.config import db_url, mask_password
+    from torchconform.config import db_url
 
     # Suites read their own settings from the environment (the upstream suite: checkout and files).
     if args.pytorch_src:
@@ -208,6 +218,8 @@ def run_suite(args) -> int:
         else:
             print("torchconform: results store not available in this installation; outcomes are kept in "
                   f"{jsonl}", file=sys.stderr)
+    if args.resume and not db:
+        raise UserError("--resume finds what a build lacks in the results store; drop --no-db")
     cmd = build_command(args, build, jsonl, db)
     env = dict(os.environ)
     if args.shards > 1:
@@ -216,7 +228,49 @@ def run_suite(args) -> int:
         env[PLAN_ENV] = json.dumps(plan_steps(env.get(PLAN_ENV)) + [{"suite": args.suite, "shards": args.shards}])
     if args.refdev_profile:
         env["TORCHCONFORM_REFDEV_PROFILE"] = args.refdev_profile
-    print(f"torchconform: build {build}: {_what_runs(args)} on {args.device}", file=sys.stderr)
+    with resuming(args, build, db):
+        print(f"torchconform: build {build}: {_what_runs(args)} on {args.device}", file=sys.stderr)
+        return _run_pytest(args, cmd, env, build, jsonl, db)
+
+
+def resumable_build_id(store, build: str) -> int:
+    try:
+        return store.build_id(build)
+    except UserError:
+        raise UserError(f"build {build!r} is not in the store, so there is nothing to resume; "
+                        "drop --resume to start it (or check --build and --db)") from None
+
+
+@contextlib.contextmanager
+def resuming(args, build: str, db: str | None):
+    """With --resume: hold the build's lock for this suite and shard while the run goes
+    (two resumes of the same tests never write at once, here or on another machine),
+    and once a run has covered the rest mark the earlier unfinished runs ``resumed``."""
+    if not args.resume:
+        yield
+        return
+    from torchconform.db import locks
+    from torchconform.db.store import open_store
+    from torchconform.sweep.pytest_driver import finished_since, last_run
+
+    store = open_store(db, create=False)
+    try:
+        resumable_build_id(store, build)
+        label = shard_label(args.shard, args.shards)
+        with locks.held(store, build, locks.holder_name(args.suite, args.shard, args.shards)) as lock:
+            before = last_run(store, lock.build_id)
+            yield
+            if finished_since(store, lock.build_id, args.suite, label, before):
+                store.mark_resumed(build, args.suite, shard=label or None)
+    finally:
+        store.close()
+
+
+def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
+    from torchconform.collectors.breakdown import breakdown, format_breakdown
+    from torchconform.collectors.sink_jsonl import read_jsonl
+    from torchconform.config import mask_password
+
     usage_error = None
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                             errors="replace", preexec_fn=die_with_parent)

@@ -1,9 +1,11 @@
-"""``torchconform summary --build NAME [--json] [--by suite|file]``: a stored build's breakdown."""
+"""``torchconform summary --build NAME [--json] [--by suite|file]``: a stored build's breakdown,
+plus its measured traits and environment when the build ran the traits suite."""
 import json
 
 from torchconform.collectors.breakdown import format_breakdown
 from torchconform.db import queries
 from torchconform.db.store import open_store
+from torchconform.suites.traits.readback import format_traits, stored_traits
 
 
 def _run(args) -> int:
@@ -18,7 +20,16 @@ def _run(args) -> int:
                     print(format_breakdown(b, top=args.top))
             return 0
         b = queries.summary(store, args.build)
-    print(json.dumps(b, indent=2) if args.json else format_breakdown(b, top=args.top))
+        traits, environment = stored_traits(store, args.build)
+    if traits or environment:
+        # Only builds with a traits run carry the keys: other summaries keep run --json's shape.
+        b = dict(b, traits=traits, environment=environment)
+    if args.json:
+        print(json.dumps(b, indent=2))
+    else:
+        print(format_breakdown(b, top=args.top))
+        if traits or environment:
+            print(format_traits(traits, environment))
     return 0
 
 

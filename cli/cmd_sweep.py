@@ -28,6 +28,9 @@ def register(subparsers):
     p.add_argument("--memory-limit-mb", type=int, default=0,
                    help="models: address space each worker may grow by (0: no limit)")
     p.add_argument("--threads", type=int, default=1, help="models: torch threads per worker")
+    p.add_argument("--retrace", action="store_true",
+                   help="models: trace each model's operator sets again even where the store has them "
+                        "for these torch/library versions")
     p.add_argument("--json", action="store_true", help="print the breakdown as JSON")
     p.set_defaults(func=run)
 
@@ -50,7 +53,7 @@ def _models(args) -> int:
                         shards=args.shards, shard=args.shard, engine=args.engine, ray_address=args.ray_address,
                         resume=args.resume, workers=args.workers, db=args.db, variants=variants,
                         compile_backend=args.compile_backend, timeout=args.timeout,
-                        memory_limit_mb=args.memory_limit_mb, threads=args.threads,
+                        memory_limit_mb=args.memory_limit_mb, threads=args.threads, retrace=args.retrace,
                         command=" ".join(["torchconform"] + sys.argv[1:]))
     try:
         report = run_sweep(opts)

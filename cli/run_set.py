@@ -30,6 +30,8 @@ def step_command(args, step, build: str, db: str) -> list[str]:
     if step.suite == "models":
         cmd = tc + ["sweep", "--suite", "models", "--selection", step.selection, "--build", build, "--db", db,
                     "--timeout", f"{args.timeout:g}", *shards]
+        if args.resume:
+            cmd += ["--resume"]
         if args.device != "refdev" or args.profile:
             cmd += ["--device", args.device]
         if args.profile:
@@ -37,6 +39,8 @@ def step_command(args, step, build: str, db: str) -> list[str]:
         return cmd
     cmd = tc + ["run", "--suite", step.suite, "--selection", step.selection, "--build", build, "--db", db,
                 "--device", args.device, "--timeout", f"{args.timeout:g}", *shards]
+    if args.resume:
+        cmd += ["--resume"]
     if args.workers is not None:
         cmd += ["-n", str(args.workers)]
     for dest, flag in PASSED_ON:
@@ -78,9 +82,14 @@ def run_set(args) -> int:
     env[PLAN_ENV] = json.dumps([{"suite": s.suite, "shards": args.shards} for s in steps])
     for note in notes:
         print(f"torchconform: suite set {name}: {note}", file=sys.stderr)
+    done = finished_steps(db, build, args.shard, args.shards) if args.resume else set()
     codes: dict[str, int] = {}
     stopped = None
     for i, step in enumerate(steps, 1):
+        if step.suite in done:
+            print(f"torchconform: suite set {name}, step {i}/{len(steps)}: {step.suite}/{step.selection} already "
+                  f"finished in build {build} (--resume)", file=sys.stderr)
+            continue
         print(f"torchconform: suite set {name}, step {i}/{len(steps)}: {step.suite}/{step.selection} into build {build}",
               file=sys.stderr)
         # The step's own report (breakdown on stdout) is progress here: stdout stays for the total.
@@ -108,3 +117,24 @@ def run_set(args) -> int:
     if stopped is not None:
         return 128 + stopped
     return next((c for c in codes.values() if c), 0)
+
+
+def finished_steps(db: str, build: str, shard: int, shards: int) -> set[str]:
+    """Suites whose runs of this shard in ``build`` all finished (or were resumed): what a
+    ``--resume`` of the suite set skips.  A build not in the store has nothing to resume."""
+    from sqlalchemy import select
+
+    from torchconform.cli.cmd_run import resumable_build_id
+    from torchconform.db.models import DONE_STATES, runs
+    from torchconform.db.runstate import shard_label
+    from torchconform.db.store import open_store
+
+    with open_store(db, create=False) as store:
+        build_id = resumable_build_id(store, build)
+        with store.read() as conn:
+            rows = conn.execute(select(runs.c.suite, runs.c.status).where(
+                runs.c.build_id == build_id, runs.c.shard == shard_label(shard, shards))).all()
+    states: dict[str, set[str]] = {}
+    for suite, status in rows:
+        states.setdefault(suite, set()).add(status)
+    return {suite for suite, seen in states.items() if seen <= set(DONE_STATES)}

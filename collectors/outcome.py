@@ -125,15 +125,27 @@ class Outcome:
     message: str = ""
     repro: str = ""
     attempt: int = 1
+    # Not a field (so not a results column, not compared, not in the queries' column
+    # lists): a models-suite run's operator set, {"ops": [...], "torch_version",
+    # "library_version"} (census/models.py).  It rides along wherever the record
+    # travels as a dict (worker pipe, Ray, JSON lines) and is stored by
+    # Store.add_outcomes in the outcome's own transaction.
+    trace = None
 
     def __post_init__(self):
         check_outcome(self.outcome, self.kind)
         self.message = bound_message(self.message)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if self.trace is not None:
+            data["trace"] = self.trace
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Outcome":
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        out = cls(**{k: v for k, v in data.items() if k in names})
+        if data.get("trace") is not None:
+            out.trace = data["trace"]
+        return out

@@ -217,8 +217,9 @@ class BuildData:
         cells = self.tests.cells
         return [cells[i] for i in present.tolist()], numbers
 
-    def leaderboard(self, queries, first: dict) -> list[dict]:
-        """queries.leaderboard's answer.  It counts tests per operator outside the model zoo
+    def leaderboard(self, queries, first: dict, census: dict | None = None) -> list[dict]:
+        """queries.leaderboard's answer (``census``: its full per-model counts, queries.census_models).
+        It counts tests per operator outside the model zoo
         whatever their own op, so those rows go in summed per (operator, suite), with no op;
         model-zoo rows go in one by one (their op, the model, is what it counts)."""
         ops, codes = self.missing_numbered
@@ -238,7 +239,7 @@ class BuildData:
             zoo = Counter((ops[c], levels[k], op_of[p]) for c, k, p in
                           zip(codes[models].tolist(), suite[models].tolist(), pks[models].tolist()) if ops[c])
             rows.extend((*key, n) for key, n in zoo.items())
-        return queries.leaderboard(self.name, rows, first)
+        return queries.leaderboard(self.name, rows, first, census)
 
     def models_rows(self) -> list[int]:
         """Row indices of model-zoo results."""

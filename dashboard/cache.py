@@ -33,8 +33,10 @@ def build_key(row: dict, baseline_key: str | None, older_names: list[str], gener
     """Key of one build's pages, or None when the build may still change (a run not ended)."""
     if not row.get("complete", False):
         return None
+    # a census taken (again) later changes the build's pages without adding results
+    census = (row.get("metadata") or {}).get("census")
     identity = [FORMAT, generator, row["name"], row.get("created"), row.get("results"), row.get("runs"),
-                baseline_key, older_names]
+                baseline_key, older_names, census]
     return hashlib.sha1(json.dumps(identity, default=str).encode()).hexdigest()
 
 
@@ -54,7 +56,7 @@ def write_manifest(marker: Path, entries: dict) -> None:
     tmp.replace(marker)
 
 
-def files_of(slug: str) -> list[str]:
-    """Files a build's cached output must still have to be reused."""
+def files_of(slug: str, census: bool = False) -> list[str]:
+    """Files a build's cached output must still have to be reused (``census``: it has a census page)."""
     return [f"builds/{slug}/index.html", f"builds/{slug}/matrix.html", f"builds/{slug}/missing.json",
-            f"data/builds/{slug}.js", f"data/matrix/{slug}.js"]
+            f"data/builds/{slug}.js", f"data/matrix/{slug}.js"] + ([f"builds/{slug}/census.html"] if census else [])

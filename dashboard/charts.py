@@ -15,6 +15,7 @@ from torchconform.dashboard.styles import CATEGORIES, breakdown_counts
 _OVERLAYS = {
     "pass": "",
     "pass_fallback": '<path d="M-2,2 l4,-4 M0,8 l8,-8 M6,10 l4,-4" stroke="#fff" stroke-width="1.6"/>',
+    "host_only": '<circle cx="4" cy="4" r="2" fill="none" stroke="#0072B2" stroke-width="1.2"/>',
     "failed": '<path d="M0,0 L8,8 M8,0 L0,8" stroke="#222" stroke-width="1.2"/>',
     "skip_eligibility": '<circle cx="4" cy="4" r="1.3" fill="#444"/>',
     "missing_op": '<path d="M0,2 H8 M0,6 H8" stroke="#222" stroke-width="1.1"/>',
@@ -28,6 +29,7 @@ _OVERLAYS = {
 _CSS_OVERLAYS = {
     "pass": "none",
     "pass_fallback": "repeating-linear-gradient(45deg, transparent 0 3px, rgba(255,255,255,.75) 3px 5px)",
+    "host_only": "radial-gradient(circle, transparent 1.5px, rgba(0,114,178,.8) 2px, transparent 2.6px) 0 0/8px 8px",
     "failed": "repeating-linear-gradient(45deg, transparent 0 5px, rgba(0,0,0,.35) 5px 6px),"
               " repeating-linear-gradient(-45deg, transparent 0 5px, rgba(0,0,0,.35) 5px 6px)",
     "skip_eligibility": "radial-gradient(circle, rgba(0,0,0,.5) 1px, transparent 1.5px) 0 0/6px 6px",
@@ -89,20 +91,23 @@ def breakdown_bar(b: dict, width: int = 1000, height: int = 36) -> Markup:
     return Markup("".join(out))
 
 
-def trend_chart(points: list[dict], width: int = 1000, height: int = 260) -> Markup:
+def trend_chart(points: list[dict], width: int = 1000, height: int = 260, what: str = "Outcomes") -> Markup:
     """Stacked columns, one per build in time order.
 
-    ``points``: [{"label": build name, "href": link or None, "breakdown": dict}].
+    ``points``: [{"label": build name, "href": link or None, "breakdown": dict}], or
+    with "counts": [(Style, n)] instead of a breakdown (the census's operators per status).
     Absolute counts, so a run that lost tests shows as a shorter column.
     """
     left, right, top, bottom = 80, 8, 10, 50
     plot_w, plot_h = width - left - right, height - top - bottom
-    peak = max((p["breakdown"]["total"] for p in points), default=0) or 1
+    stacks = [p["counts"] if "counts" in p else breakdown_counts(p["breakdown"]) for p in points]
+    peak = max((p["breakdown"]["total"] if "breakdown" in p else sum(n for _, n in stack)
+                for p, stack in zip(points, stacks)), default=0) or 1
     n = max(len(points), 1)
     slot = plot_w / n
     col_w = max(min(slot * 0.8, 60), 1.5)
     out = [f'<svg class="trend" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="Outcomes per build over {len(points)} builds (table below)">']
+           f'aria-label="{escape(what)} per build over {len(points)} builds (table below)">']
     # y axis: four gridlines with counts
     for i in range(5):
         value = peak * i / 4
@@ -110,11 +115,11 @@ def trend_chart(points: list[dict], width: int = 1000, height: int = 260) -> Mar
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
                    f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" class="axis">{_short(value)}</text>')
     label_every = max(1, int(n / 12 + 0.999))
-    for i, p in enumerate(points):
+    for i, (p, stack) in enumerate(zip(points, stacks)):
         x = left + slot * i + (slot - col_w) / 2
         y = top + plot_h
         segs = []
-        for s, c in breakdown_counts(p["breakdown"]):
+        for s, c in stack:
             if c <= 0:
                 continue
             h = plot_h * c / peak

@@ -33,6 +33,11 @@ class BuildInfo:
         return bool(self.meta.get("complete", True))
 
     @property
+    def has_census(self) -> bool:
+        """The build has a stored operator census (census.records puts its summary in the metadata)."""
+        return "census" in (self.meta.get("metadata") or {})
+
+    @property
     def group(self) -> tuple[str, str]:
         return (self.branch, self.device)
 

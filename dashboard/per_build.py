@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from torchconform.census import impact
 from torchconform.collectors.breakdown import make_breakdown
 from torchconform.dashboard import build_data
 from torchconform.dashboard.build_data import BuildData, TestTable
@@ -27,6 +28,9 @@ class BuildResult:
     summary: dict
     board: list
     encoded: search.EncodedBuild
+    # with a census: (traced model -> blocking operators, untraced models), for the census
+    # page's plan and the models page; None without one
+    blocking: tuple | None = None
 
 
 def merge_breakdowns(build: str, parts) -> dict:
@@ -72,7 +76,10 @@ def _render_one(store, queries, site, b: BuildInfo, data: BuildData, generated: 
     build_page.render(site, b, _by_rows(by_suite), _by_rows(data.summary_by(queries, "file")), generated)
     cells, numbers = data.matrix_numbers()
     matrix.render(site, b, cells, numbers, generated)
-    board = data.leaderboard(queries, first_missing)
+    # the leaderboard's full per-model counts come from the census and the model sets
+    found = queries.census_impact(store, b.name) if b.has_census else None
+    census = impact.op_models(found.blocks) if found is not None and found.traced else None
+    board = data.leaderboard(queries, first_missing, census)
     missing.render_build(site, b, board, slugs, generated)
     if b.baseline is not None:
         baseline = last.get(b.group)
@@ -87,4 +94,5 @@ def _render_one(store, queries, site, b: BuildInfo, data: BuildData, generated: 
             d["flaky"] = [] if one_each else [f for f in queries.flaky_tests(store, b.name) if f.get("flaky")]
         diff_page.render(site, b, d, generated)
     last[b.group] = data
-    return BuildResult(b.name, b.summary, board, encoded)
+    blocking = None if found is None else ({m: sorted(ops) for m, ops in found.sets().items()}, found.untraced)
+    return BuildResult(b.name, b.summary, board, encoded, blocking)

@@ -19,6 +19,7 @@ from pathlib import Path
 from torchconform.dashboard import cache, charts, parallel
 from torchconform.dashboard.build_data import TestTable
 from torchconform.dashboard.model import groups_of, load_builds
+from torchconform.dashboard.pages import census as census_page
 from torchconform.dashboard.pages import home, missing, models, search
 from torchconform.gcpause import no_cyclic_gc
 from torchconform.dashboard.render import STATIC, Site
@@ -59,8 +60,25 @@ def copy_static(out_dir: Path) -> None:
 
 def _board_from_download(path: Path) -> list[dict]:
     """A kept build's leaderboard, read back from its JSON download."""
-    return [{"op": r["operator"], "tests": r["tests blocked"], "models": r["models blocked"],
-             "first_build": r["first build seen"]} for r in json.loads(path.read_text(encoding="utf-8"))]
+    board = []
+    for r in json.loads(path.read_text(encoding="utf-8")):
+        entry = {"op": r["operator"], "tests": r["tests blocked"], "models": r["models blocked"],
+                 "first_build": r["first build seen"]}
+        if missing.THROUGH in r:   # a build with a census
+            entry["through"] = r[missing.THROUGH].split()
+        board.append(entry)
+    return board
+
+
+def _blocking_of(store, queries, b, found: dict) -> dict:
+    """model -> blocking operators of build ``b`` (traced models; {} without a census): what
+    per_build found when it rendered ``b``, else read (a kept build)."""
+    if b.name in found:
+        return (found[b.name] or ({}, []))[0]
+    if not b.has_census:
+        return {}
+    got = queries.census_impact(store, b.name)
+    return {} if got is None else {m: sorted(ops) for m, ops in got.sets().items()}
 
 
 def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse: bool = True) -> Path:
@@ -96,7 +114,7 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
         older.append(b.name)
         entry = previous.get(b.name)
         if (keys[b.name] and entry and entry.get("key") == keys[b.name] and entry.get("slug") == b.slug
-                and all((out_dir / f).is_file() for f in cache.files_of(b.slug))):
+                and all((out_dir / f).is_file() for f in cache.files_of(b.slug, b.has_census))):
             kept.add(b.slug)
             b.summary = entry["summary"]
     index = search.SearchIndex()
@@ -118,6 +136,7 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
     latest = [g.latest for g in groups_of(builds)]
     latest_names = {b.name for b in latest}
     boards: dict[str, list[dict]] = {}
+    blocking: dict[str, tuple | None] = {}   # per_build's census findings of the changed builds
     changed = [b for b in builds if b.slug not in kept]
     for b in builds:
         if b.slug in kept and b.name in latest_names:
@@ -138,11 +157,15 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
                 for r in run:
                     positions = index.add_encoded(slugs[r.name], r.encoded, positions)
                     boards[r.name] = r.board
+                    blocking[r.name] = r.blocking
             del tests
 
-        # 3. site-wide pages
+        # 3. the census pages (they need the earlier censuses of their group), site-wide pages
+        census_page.render_all(site, store, queries, builds, set(blocking),
+                               {n: (boards[n], *found) for n, found in blocking.items() if found}, generated)
         missing.render(site, builds, boards, slugs, generated)
-        models.render(site, index.models, latest, generated)
+        models.render(site, index.models, latest, generated,
+                      {b.slug: _blocking_of(store, queries, b, blocking) for b in latest})
         search.render(site, index, builds, generated)
         home_page = home.render(site, builds, generated)
     cache.write_manifest(marker, {b.name: {"key": keys[b.name], "slug": b.slug, "summary": b.summary}

@@ -8,12 +8,12 @@ colour alone.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # The site's pass rate is the breakdown's (and the gate's): one definition, re-exported here.
 from torchconform.collectors.breakdown import pass_rate  # noqa: F401
 from torchconform.collectors.outcome import (
-    CRASH, ERROR, FAIL, MISSING_OP, NOT_EXECUTED, PASS, PASS_FALLBACK, SKIP_BACKEND,
+    CRASH, ERROR, FAIL, HOST_ONLY, MISSING_OP, NOT_EXECUTED, PASS, PASS_FALLBACK, SKIP_BACKEND,
     SKIP_ELIGIBILITY, SKIPLIST, TIMEOUT, UNSUPPORTED_DTYPE, XFAIL, XPASS,
 )
 
@@ -31,6 +31,9 @@ class Style:
 CATEGORIES = (
     Style("pass", "pass (native)", "#0072B2", "\u2713", "P"),
     Style("pass_fallback", "pass through CPU fallback", "#56B4E9", "\u21bb", "B"),
+    # Passed without touching the device: out of the pass rate, so never drawn as a pass
+    # (a pale tint of the pass blue, with blue rings as its pattern).
+    Style("host_only", "pass without touching the device", "#DCEAF5", "\u2218", "H"),
     Style("failed", "fail / error / crash / timeout", "#D55E00", "\u2717", "F"),
     Style("skip_eligibility", "skip: PyTorch eligibility", "#BBBBBB", "\u00b7", "S"),
     Style("missing_op", "skip: missing operator", "#E69F00", "M", "M"),
@@ -41,16 +44,34 @@ CATEGORIES = (
 )
 BY_KEY = {s.key: s for s in CATEGORIES}
 
+# Census statuses drawn with the outcome categories' looks (so the patterns and legend CSS
+# exist already), in reading order, good news first: what runs natively, what runs through
+# something else, what does not run.  "blocked" is a composite whose decomposition reaches
+# an operator that does not run; "unavailable" is not the device's gap (no kernel on any
+# backend of this torch build).
+CENSUS_STATUSES = (
+    replace(BY_KEY["pass"], label="native"),
+    replace(BY_KEY["xfail"], label="autograd kernel only"),
+    replace(BY_KEY["host_only"], label="composite (decomposition runs)"),
+    replace(BY_KEY["pass_fallback"], label="CPU fallback"),
+    replace(BY_KEY["failed"], label="composite, blocked"),
+    replace(BY_KEY["missing_op"], label="missing"),
+    replace(BY_KEY["skip_eligibility"], label="unavailable in this torch"),
+)
+CENSUS_KEYS = ("native", "autograd", "composite", "fallback", "blocked", "missing", "unavailable")
+CENSUS_STYLE = dict(zip(CENSUS_KEYS, CENSUS_STATUSES))
+
 # Codes for the individual outcomes in the search data: finer than the chart
 # categories (fail vs crash matters when you look at one test).
 OUTCOME_CODES = {
-    PASS: "P", PASS_FALLBACK: "B", FAIL: "F", ERROR: "E", CRASH: "C", TIMEOUT: "T",
+    PASS: "P", PASS_FALLBACK: "B", HOST_ONLY: "H", FAIL: "F", ERROR: "E", CRASH: "C", TIMEOUT: "T",
     SKIP_ELIGIBILITY: "S", XFAIL: "X", XPASS: "Y",
     # skip_backend is split by kind
     MISSING_OP: "M", SKIPLIST: "L", UNSUPPORTED_DTYPE: "D", NOT_EXECUTED: "N",
 }
 CODE_LABELS = {
     "P": ("pass", "pass"), "B": ("pass_fallback", "pass through CPU fallback"),
+    "H": ("host_only", "pass without touching the device"),
     "F": ("failed", "fail"), "E": ("failed", "error"), "C": ("failed", "crash"),
     "T": ("failed", "timeout"), "S": ("skip_eligibility", "skip: eligibility"),
     "X": ("xfail", "xfail"), "Y": ("xfail", "xpass"),
@@ -63,6 +84,8 @@ ABSENT_CODE = "."
 def outcome_code(outcome: str, kind: str = "") -> str:
     if outcome == SKIP_BACKEND:
         return OUTCOME_CODES.get(kind, "N")
+    if outcome == PASS and kind == HOST_ONLY:
+        return OUTCOME_CODES[HOST_ONLY]
     return OUTCOME_CODES[outcome]
 
 
@@ -74,8 +97,10 @@ def category_of(outcome: str, kind: str = "") -> str:
 def breakdown_counts(b: dict) -> list[tuple[Style, int]]:
     """The breakdown dict (collectors.breakdown shape) as (style, count) in bar order."""
     o, k = b["outcomes"], b["backend_skip_kinds"]
+    host_only = b.get("pass_kinds", {}).get(HOST_ONLY, 0)  # breakdowns stored before host_only had none
     counts = {
-        "pass": o[PASS],
+        "pass": o[PASS] - host_only,
+        "host_only": host_only,
         "pass_fallback": o[PASS_FALLBACK],
         "failed": o[FAIL] + o[ERROR] + o[CRASH] + o[TIMEOUT],
         "skip_eligibility": o[SKIP_ELIGIBILITY],

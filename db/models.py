@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # The schema revision this version of the tool reads and writes.
-HEAD_REVISION = "0005_census"
+HEAD_REVISION = "0006_model_ops"
 
 # Run states (``runs.status``).  A build is complete when every run is FINISHED or
 # RESUMED (an interrupted run whose remaining tests a later run of the build covered).
@@ -168,3 +168,23 @@ class CensusOp(Base):
 
 
 census_ops = CensusOp.__table__
+
+
+class ModelOp(Base):
+    """The ATen overloads one model's variant (eval, train, compile) reaches, traced on CPU
+    (torchconform.census.models).  Keyed by versions, not builds: the set depends on the
+    model's code (torch, and transformers/torchvision for zoo models), not on the device,
+    so one trace serves every build made with the same versions."""
+    __tablename__ = "model_ops"
+
+    model_id: Mapped[str] = mapped_column(String(300), primary_key=True)
+    variant: Mapped[str] = mapped_column(String(20), primary_key=True)
+    torch_version: Mapped[str] = mapped_column(String(60), primary_key=True)
+    # transformers' version for hf/ models, torchvision's for vision/, "" for user files
+    library_version: Mapped[str] = mapped_column(String(60), primary_key=True)
+    # Space-separated sorted overloads (aten::name.overload; they never contain spaces).
+    ops: Mapped[str] = mapped_column(Text, nullable=False)
+    traced: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+
+
+model_ops = ModelOp.__table__

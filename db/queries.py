@@ -239,12 +239,17 @@ def matrix_cells(rows) -> list[dict]:
     return [cells[k] for k in sorted(cells)]
 
 
-def missing_op_leaderboard(store, build: str | None = None) -> list[dict]:
+def missing_op_leaderboard(store, build: str | None = None, census: bool = True) -> list[dict]:
     """Operators ranked by what they block in ``build`` (default: the latest build).
 
     ``tests``: tests blocked outside the models suite; ``models``: distinct models
     (tests.op in the models suite) blocked; ``first_build``: the earliest build in
-    which the operator was ever reported missing.
+    which the operator was ever reported missing.  When the build has a census and
+    some of its models an operator set (census.models), a traced model counts for
+    every operator of its full blocking set, not only the first one its run hit, an
+    operator no test reached is listed too, and each entry has ``through`` (the
+    composites through whose decomposition models reach it; [] when one reaches it
+    directly) and ``decomposition_only``.  ``census=False``: the first hits only.
     """
     build = build or latest_build(store)
     if build is None:
@@ -256,26 +261,69 @@ def missing_op_leaderboard(store, build: str | None = None) -> list[dict]:
                  .where(and_(results.c.outcome == SKIP_BACKEND, results.c.kind == MISSING_OP, results.c.missing_op != ""))
                  .group_by(results.c.missing_op, tests.c.suite, tests.c.op))
         rows = conn.execute(query).all()
-        first = _first_builds(conn, sorted({r[0] for r in rows})) if rows else {}
-    return leaderboard(build, rows, first)
+    board_census = census_models(store, build) if census else None
+    ops = {r[0] for r in rows} | set(board_census or ())
+    with store.read() as conn:
+        first = _first_builds(conn, sorted(ops)) if ops else {}
+    return leaderboard(build, rows, first, board_census)
 
 
-def leaderboard(build: str, rows, first: dict) -> list[dict]:
+def census_rows(store, build: str) -> list | None:
+    """The build's stored census (census.dispatch.Row list, by operator), None when it has none."""
+    from torchconform.census import records
+
+    return records.load(store, build)
+
+
+def census_impact(store, build: str):
+    """census.impact.Impact of the build without its test counts (the caller has them), None
+    without a census.  The census and model tables are read by their own modules."""
+    from torchconform.census import impact
+
+    if "census" not in (store.build_row(build)["metadata"] or {}):
+        return None   # no census: not worth the model query
+    return impact.load_impact(store, build, tests={}, required=False)
+
+
+def census_models(store, build: str) -> dict | None:
+    """census.impact.op_models of the build, None without a census or a traced model: the
+    leaderboard's full per-model counts."""
+    from torchconform.census import impact
+
+    found = census_impact(store, build)
+    return impact.op_models(found.blocks) if found is not None and found.traced else None
+
+
+def leaderboard(build: str, rows, first: dict, census: dict | None = None) -> list[dict]:
     """(missing_op, suite, op, n) rows of blocked tests -> the leaderboard; ``first``:
-    op -> (first build, first seen), as ``first_missing_builds`` returns."""
+    op -> (first build, first seen), as ``first_missing_builds`` returns.  ``census``:
+    op -> {"models", "through"} from the traced models' full blocking sets (census_models),
+    added to the models whose run hit the operator first (a hit is evidence even where a
+    trace missed it)."""
     board: dict[str, dict] = {}
-    for missing_op, suite, model, n in rows:
-        entry = board.get(missing_op)
+
+    def entry_of(op):
+        entry = board.get(op)
         if entry is None:
-            entry = board[missing_op] = {"op": missing_op, "tests": 0, "models": 0, "model_names": set()}
+            entry = board[op] = {"op": op, "tests": 0, "models": 0, "model_names": set()}
+        return entry
+
+    for missing_op, suite, model, n in rows:
+        entry = entry_of(missing_op)
         if suite == MODELS_SUITE:
             entry["model_names"].add(model)
         else:
             entry["tests"] += n
+    for op, found in (census or {}).items():
+        entry = entry_of(op)
+        entry["model_names"].update(found["models"])
     for op, entry in board.items():
         entry["model_names"] = sorted(entry["model_names"])
         entry["models"] = len(entry["model_names"])
         entry["first_build"], entry["first_seen"] = first.get(op, (build, None))
+        if census is not None:
+            entry["through"] = list(census.get(op, {}).get("through", []))
+            entry["decomposition_only"] = bool(entry["through"])
     return sorted(board.values(), key=lambda e: (-e["tests"], -e["models"], e["op"]))
 
 

@@ -298,7 +298,14 @@ class Store:
         if template:
             result_rows = [r[:9] + (None,) if r[9] == render_repro(template, t[0], t[5]) else r
                            for t, r in zip(test_rows, result_rows)]
-        return self._insert_results(conn, build_id, run_id, test_rows, result_rows)
+        n = self._insert_results(conn, build_id, run_id, test_rows, result_rows)
+        if any(o.trace for o in outcomes):
+            # A model run's operator set (Outcome.trace), in the outcome's transaction: a run
+            # interrupted after the outcome was stored has its set stored too.
+            from torchconform.census.models import save_traces
+
+            save_traces(self, outcomes, conn)
+        return n
 
     def add_rows(self, run_id: int, test_rows: list[tuple], result_rows: list[tuple],
                  conn: Connection | None = None) -> int:

@@ -143,7 +143,42 @@ def describe(profile: str | None = None) -> dict:
         "missing": list(resolved.missing),
         "traits": dict(resolved.profile.traits),
         "dispatch_keys": resolved.dispatch_keys(),
+        "expected_traits": expected_traits(resolved),
     }
+
+
+def _base(op: str) -> str:
+    return op.split(".", 1)[0]
+
+
+def expected_traits(resolved: profiles.Resolved) -> dict:
+    """What the traits suite (suites/traits) must measure on this profile, in the
+    dotted keys of ``summary --json``'s ``traits``: the profile's traits said as
+    measurements, so the suite is checked against refdev's ground truth."""
+    traits = resolved.profile.traits
+    return {
+        "precision.float64.executes_as": "float32" if traits["float64_as_float32"] else "float64",
+        "noncontiguous_copy.copies": bool(traits["copies_noncontiguous"]),
+        # refdev's compile backend is aot_eager underneath, which accepts symbolic
+        # shapes: once dynamo has marked a varying size dynamic, new shapes hit.
+        "static_shapes.recompiles_per_new_shape": 0.0,
+        "fallback.eager_ops": sorted({_base(op) for op in resolved.fallback}),
+        # refdev never turns on dynamo's suppress_errors: a failed compile raises.
+        "fallback.compile_fallback": False,
+        "placeholder_outputs.ops": sorted(_base(op) for op in traits["compile_placeholder_ops"]),
+        # every kernel runs synchronously on the host: the counters never lag.
+        "memory_stats.lags_without_sync": False,
+    }
+
+
+def declared_downcast() -> dict:
+    """The backend profile's ``dtype_policy.downcast`` for refdev, derived from the active
+    refdev profile's ``float64_as_float32`` trait (describe's ``traits``): one source of truth.
+    Reads the profile file only (no build, no torch import)."""
+    profile = _loaded.resolved.profile if _loaded else profiles.load_profile(os.environ.get(PROFILE_ENV))
+    if profile.traits["float64_as_float32"]:
+        return {"float64": "float32", "complex128": "complex64"}
+    return {}
 
 
 def fallback_counts() -> dict[str, int]:

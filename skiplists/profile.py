@@ -6,6 +6,7 @@ new backend is a new YAML file, not new code.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -57,8 +58,11 @@ class BackendProfile:
     not_executed_patterns: list[str] = field(default_factory=list)
     fallback_counter: str = ""         # "module:function" -> {op: count}
     fallback_reset: str = ""           # "module:function"
-    # {"unsupported": [dtype, ...], "downcast": {from: to}}: unsupported dtypes
-    # are skipped at collection as skip_backend/unsupported_dtype.
+    # {"unsupported": [dtype, ...], "downcast": {from: to}, "downcast_tolerances": bool}:
+    # unsupported dtypes are skipped at collection as skip_backend/unsupported_dtype;
+    # downcast is what the device computes a dtype in (the precision trait; or
+    # {"from": "module:function"} to derive it from the backend, see _dtype_policy);
+    # downcast_tolerances (default true) compares at the downcast dtype's tolerances.
     dtype_policy: dict = field(default_factory=dict)
     worker_env: str = ""               # variable pinning an xdist worker to one device index
     env: dict = field(default_factory=dict)  # extra environment set before the backend loads
@@ -169,6 +173,33 @@ def load_profile(name_or_path: str | os.PathLike) -> BackendProfile:
         data[key] = list(data.get(key) or [])
     for key in ("backend_names",):
         data[key] = [str(x) for x in data.get(key) or []]
-    data["dtype_policy"] = data.get("dtype_policy") or {}
+    data["dtype_policy"] = _dtype_policy(path, data.get("dtype_policy") or {})
     data["env"] = {str(k): str(v) for k, v in (data.get("env") or {}).items()}
     return BackendProfile(path=str(path), **{k: v for k, v in data.items() if v is not None})
+
+
+def _dtype_policy(path: Path, policy) -> dict:
+    """The profile's dtype policy with a derived downcast resolved.
+
+    ``downcast: {from: "module:function"}`` asks the backend what it computes each
+    dtype in (refdev: ``torchconform.refdev:declared_downcast``, from the active refdev
+    profile's traits), so the backend profile cannot disagree with the backend's own
+    description; ``downcast_from`` keeps where it came from."""
+    if not isinstance(policy, dict):
+        raise UserError(f"backend profile {path}: dtype_policy must be a mapping; see skiplists/refdev/profile.yaml")
+    downcast = policy.get("downcast") or {}
+    if not isinstance(downcast, dict):
+        raise UserError(f"backend profile {path}: dtype_policy.downcast must be a mapping such as {{float64: float32}}")
+    if "from" not in downcast:
+        return dict(policy)
+    source = downcast["from"]
+    module, _, func = str(source).partition(":")
+    try:
+        derived = getattr(importlib.import_module(module), func)() if module and func else None
+    except (ImportError, AttributeError) as exc:
+        raise UserError(f"backend profile {path}: dtype_policy.downcast.from {source!r} cannot be called ({exc}); "
+                        "name an importable module:function") from None
+    if not isinstance(derived, dict):
+        raise UserError(f"backend profile {path}: dtype_policy.downcast.from {source!r} must name a module:function "
+                        "returning a mapping {dtype: dtype}")
+    return dict(policy, downcast={str(k): str(v) for k, v in derived.items()}, downcast_from=str(source))

@@ -83,7 +83,10 @@ def scalar_loss(outputs):
 def comparison_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype whose tolerances apply: the profile may document a downcast
     (Neuron runs float64 as float32), so compare at the precision it promises."""
-    downcast = active_profile().dtype_policy.get("downcast") or {}
+    policy = active_profile().dtype_policy
+    if policy.get("downcast_tolerances") is False:
+        return dtype    # declared, but the profile keeps the requested dtype's tolerances
+    downcast = policy.get("downcast") or {}
     name = str(dtype).replace("torch.", "")
     target = downcast.get(name)
     return getattr(torch, target) if target else dtype

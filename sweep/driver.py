@@ -45,6 +45,7 @@ class SweepOptions:
     threads: int = 1
     devices: int = 0                 # 0 = ask the backend how many devices there are
     command: str = ""
+    retrace: bool = False            # trace every model's operator sets even where the store has them
     progress_stream: object = None
     notes: list = field(default_factory=list)
 
@@ -198,6 +199,8 @@ def run_sweep(opts: SweepOptions) -> SweepReport:
             with locks.held(store, opts.build, locks.holder_name(SUITE, opts.shard, opts.shards)) as lock:
                 # Again under the lock: what a sweep that ended meanwhile stored is not run twice.
                 mine, tasks, complete = plan(all_ids, opts, store, opts.build)
+                if not opts.retrace:
+                    _mark_traced(store, tasks, torch.__version__)
                 store.ensure_build(opts.build, append=True, torch_version=torch.__version__, device=device,
                                    profile=prof.name, backend=prof.backend_module or device)
                 run_id = store.start_run(opts.build, suite=SUITE, selection=opts.selection, shard=label,
@@ -212,6 +215,16 @@ def run_sweep(opts: SweepOptions) -> SweepReport:
             return report
     finally:
         store.close()
+
+
+def _mark_traced(store, tasks, torch_version: str) -> None:
+    """Tell each task which operator sets the store has (census/models.py): the worker
+    traces only the others (its own torch and library versions decide, not ours)."""
+    from torchconform.census.models import stored
+
+    have = stored(store, [t.model_id for t in tasks], torch_version)
+    for task in tasks:
+        task.traced = have.get(task.model_id, ())
 
 
 def _run(opts, engine, store, run_id, lock, stop, prof, device, mine, tasks, complete) -> SweepReport:

@@ -31,6 +31,9 @@ class Settings:
 class Task:
     model_id: str
     variants: tuple = ()             # empty = Settings.variants
+    # (variant, torch version, library version) whose operator sets the store has
+    # (census/models.py): the worker does not trace those again.
+    traced: tuple = ()
 
 
 @dataclass

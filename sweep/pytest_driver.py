@@ -42,12 +42,12 @@ def stored_results(store, build: str, suite: str, shard: int, shards: int) -> in
     return sum(n for label, n in rows if _overlap(label, mine))
 
 
-def _last_run(store, build_id: int) -> int:
+def last_run(store, build_id: int) -> int:
     with store.read() as conn:
         return conn.execute(select(func.max(runs.c.id)).where(runs.c.build_id == build_id)).scalar_one() or 0
 
 
-def _finished_since(store, build_id: int, suite: str, label: str, after: int) -> bool:
+def finished_since(store, build_id: int, suite: str, label: str, after: int) -> bool:
     """Whether the newest run of this shard, started after run ``after``, ran all it planned."""
     with store.read() as conn:
         status = conn.execute(select(runs.c.status).where(
@@ -71,13 +71,13 @@ def run_pytest_sweep(cmd: list[str], build: str, suite: str, shard: int, shards:
                     where = f" for shard {label}" if label else ""
                     raise UserError(f"build {build!r} already has {n} results of the {suite} suite{where}; pass "
                                     "--resume to finish the build or choose another --build name")
-            before = _last_run(store, lock.build_id)
+            before = last_run(store, lock.build_id)
             proc = subprocess.Popen(cmd, preexec_fn=die_with_parent)
             # Taken over (this process stalled past the stale limit): the new holder writes now.
             lock.on_lost = proc.terminate
             with forward_signals(proc):
                 rc = proc.wait()
-            if _finished_since(store, lock.build_id, suite, label, before):
+            if finished_since(store, lock.build_id, suite, label, before):
                 store.mark_resumed(build, suite, shard=label or None)
             return rc
     finally:

@@ -39,7 +39,8 @@ def run_task(task: Task, settings: Settings) -> list[dict]:
     torch.set_num_threads(max(1, settings.threads))
     backend.prepare(profile)
     outcomes = run_model(task.model_id, settings.device, profile, variants=tuple(task.variants or settings.variants),
-                         compile_backend=settings.compile_backend or None, seed=settings.seed)
+                         compile_backend=settings.compile_backend or None, seed=settings.seed,
+                         traced=task.traced)
     return [o.to_dict() for o in outcomes]
 
 

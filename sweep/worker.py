@@ -111,7 +111,7 @@ def main(conn, name: str, settings, index: int | None, parent_pid: int | None = 
         variants = tuple(task.variants or settings.variants)
         try:
             run_model(task.model_id, device, profile, variants=variants,
-                      compile_backend=settings.compile_backend or None, seed=settings.seed,
+                      compile_backend=settings.compile_backend or None, seed=settings.seed, traced=task.traced,
                       emit=lambda v: conn.send(("start", task.model_id, v)),
                       on_outcome=lambda o: conn.send(("outcome", task.model_id, o.to_dict())))
         except MemoryError:

@@ -17,6 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "runner"))
 from runner_support import FIXTURES, REPO, by_name, child_env, run_pytest  # noqa: E402
 
+from torchconform.collectors.outcome import INTERRUPTED_MESSAGE  # noqa: E402
+
 TC = [sys.executable, "-m", "torchconform"]
 
 
@@ -40,6 +42,20 @@ def wait_for(path: Path, n: int, proc, limit=300.0) -> None:
         assert proc.poll() is None, f"the run ended before {n} outcomes"
         assert time.monotonic() < deadline, f"fewer than {n} outcomes after {limit} s"
         time.sleep(0.3)
+
+
+def sigterm_after(proc, jsonl: Path, n: int, before=None) -> tuple[str, str]:
+    """SIGTERM ``proc`` once ``jsonl`` holds ``n`` outcomes (``before()`` runs just before the
+    signal); its (stdout, stderr) once it ended, killed if it outlives a minute."""
+    try:
+        wait_for(jsonl, n, proc)
+        if before:
+            before()
+        proc.send_signal(signal.SIGTERM)
+        return proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def _procs() -> dict[int, tuple[int, list[bytes]]]:
@@ -94,17 +110,15 @@ def test_sigterm_stops_a_parallel_run_in_seconds_keeps_what_finished_and_is_neve
     tc(["run", "--suite", "ops", "--ops", "abs", "-n", "0", "--db", db, "--build", "good"], tmp_path, check=0)
     jsonl = tmp_path / "cancelled.jsonl"
     proc = start_quick_run(tmp_path, db, "cancelled", jsonl)
-    try:
-        wait_for(jsonl, 30, proc)
-        tree = pytest_tree("cancelled")
+    tree, signalled = [], []
+
+    def before():
+        tree.extend(pytest_tree("cancelled"))
         assert len(tree) == 3, tree  # pytest and its two workers
-        start = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-        took = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        signalled.append(time.monotonic())
+
+    out, err = sigterm_after(proc, jsonl, 30, before=before)
+    took = time.monotonic() - signalled[0]
     assert took < 10, f"took {took:.1f} s to stop"
     assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
     assert not alive(tree), "pytest or a worker outlived the cancelled run"
@@ -192,3 +206,61 @@ def test_a_junit_file_without_test_cases_is_refused_unless_allowed(tmp_path):
     assert "e" not in {r["name"] for r in json.loads(tc(["builds", "--json", "--db", db], tmp_path, check=0).stdout)}
     tc(["ingest", empty, "--build", "e", "--db", db, "--allow-empty"], tmp_path, check=0)
     assert build_state(db, tmp_path, "e")["results"] == 0
+
+
+def run_ids(db: Path, build: str) -> dict[int, list[str]]:
+    """run id -> test ids stored by that run, for ``build``."""
+    out: dict[int, list[str]] = {}
+    with sqlite3.connect(db) as conn:
+        for run_id, test_id in conn.execute(
+                "SELECT r.run_id, t.test_id FROM results r JOIN tests t ON t.id = r.test_pk JOIN builds b "
+                "ON b.id = r.build_id WHERE b.name = ? ORDER BY r.run_id", (build,)):
+            out.setdefault(run_id, []).append(test_id)
+    return out
+
+
+def test_resume_finishes_an_interrupted_run_and_a_suite_set_skips_its_finished_steps(tmp_path):
+    db = tmp_path / "t.db"
+    select = ["--suite", "ops", "--ops", "abs,add,mul,sin,cos,exp,neg,tanh", "-n", "0", "--db", db]
+    tc(["run", *select, "--build", "whole"], tmp_path, check=0)
+    whole = next(iter(run_ids(db, "whole").values()))
+    jsonl = tmp_path / "cut.jsonl"
+    proc = subprocess.Popen(TC + [str(a) for a in ["run", *select, "--build", "cut", "--jsonl", jsonl]], cwd=tmp_path,
+                            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sigterm_after(proc, jsonl, 10)
+    assert proc.returncode == 128 + signal.SIGTERM
+    (first,) = run_ids(db, "cut").values()
+    assert 10 <= len(first) < len(whole) and build_state(db, tmp_path, "cut")["complete"] is False
+
+    resumed = tc(["run", *select, "--build", "cut", "--resume", "--json"], tmp_path, check=0)
+    assert json.loads(resumed.stdout)["complete"] is True
+    runs = run_ids(db, "cut")
+    assert len(runs) == 2
+    second = runs[max(runs)]
+    # The resume ran exactly what the interrupted run had not finished: together the whole selection,
+    # each test once but the one in flight at SIGTERM (recorded as interrupted, then run again).
+    assert set(first) | set(second) == set(whole) and len(first) == len(set(first))
+    again = set(first) & set(second)
+    assert len(again) <= 1 and len(second) == len(whole) - len(first) + len(again)
+    with sqlite3.connect(db) as conn:
+        cut_short = {row[0] for row in conn.execute(
+            "SELECT t.test_id FROM results r JOIN tests t ON t.id = r.test_pk WHERE r.run_id = ? AND r.message LIKE ?",
+            (min(runs), INTERRUPTED_MESSAGE + "%"))}
+    assert again == cut_short
+    state = build_state(db, tmp_path, "cut")
+    assert state["complete"] is True and state["unfinished_runs"] == 0
+
+    # A suite set resumed on that build skips the finished ops step and runs the rest.
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("steps:\n  - {suite: ops, selection: quick}\n  - {suite: modules, selection: quick}\n")
+    out = tc(["run", "--suite-set", plan, "--ops", "abs,add,mul,sin,cos,exp,neg,tanh,nn.Linear", "-n", "0",
+              "--db", db, "--build", "cut", "--resume", "--json"], tmp_path, check=0)
+    assert "ops/quick already finished in build cut" in out.stderr
+    data = json.loads(out.stdout)
+    assert set(data["steps"]) == {"modules"} and data["complete"] is True
+    assert len(run_ids(db, "cut")) == 3
+
+    nothing = tc(["run", *select, "--build", "never-ran", "--resume"], tmp_path, check=2)
+    assert "nothing to resume" in nothing.stderr and len(nothing.stderr.strip().splitlines()) == 1
+    assert "never-ran" not in {r["name"] for r in json.loads(tc(["builds", "--json", "--db", db], tmp_path,
+                                                                   check=0).stdout)}

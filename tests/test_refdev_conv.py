@@ -194,8 +194,14 @@ def test_resnet_like_block_matches_cpu(dev):
         out.sum().backward()
         got[device] = [out.detach().cpu()] + [p.grad.cpu() for p in block.parameters()]
     assert len(got["cpu"]) == 8
+    from torchconform import refdev
+
+    copies = refdev.describe()["traits"]["copies_noncontiguous"]
     for a, b in zip(got["cpu"], got[dev]):
-        assert torch.equal(a, b)
+        if copies:  # a contiguous copy of a transposed weight changes the kernel's summation order
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+        else:
+            assert torch.equal(a, b)
 
 
 def test_describe_pairs_overrideable_with_convolution():

@@ -98,7 +98,7 @@ def test_describe_json_shape(capsys):
         assert info[key] == sorted(info[key]) and all(op.startswith("aten::") for op in info[key])
     assert not set(info["implemented"]) & set(info["missing"])
     assert "aten::nonzero" in info["fallback"]
-    assert info["traits"] == {"float64_as_float32": True, "copies_noncontiguous": False,
+    assert info["traits"] == {"float64_as_float32": True, "copies_noncontiguous": True,
                               "unsupported_dtypes": ["complex64", "complex128"],
                               "compile_placeholder_ops": ["aten::atan2", "aten::erfinv"], "leaks_ops": ["aten::flip"]}
 

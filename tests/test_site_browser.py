@@ -1,7 +1,7 @@
 """The generated site driven in Debian's Chromium (headless) through Playwright, from file://.
 
 Open home, follow a build, filter the operator matrix, search a test and read its
-history, open a diff; assert content; a test named <script>alert(1)</script>
+history, open a diff, filter the operator census by status and search it; assert content; a test named <script>alert(1)</script>
 shows as text and no dialog ever opens.  Screenshots go to
 $TORCHCONFORM_ARTIFACTS (or the test's tmp dir).
 """
@@ -15,8 +15,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "site"))
 import site_data  # noqa: E402
 
-from torchconform.dashboard import build_site  # noqa: E402
-from torchconform.db.store import open_store  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -47,11 +45,7 @@ def browser():
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    root = tmp_path_factory.mktemp("browser-site")
-    with open_store(str(root / "store.db")) as store:
-        site_data.write_store(store)
-        build_site(store, root / "out")
-    return root / "out"
+    return site_data.build_fixture_site(tmp_path_factory.mktemp("browser-site"), census=True)["out"]
 
 
 @pytest.fixture(scope="module")
@@ -160,11 +154,16 @@ def test_script_in_a_test_name_renders_as_text(page, site):
     # page fixture asserts that no alert() dialog fired
 
 
-def test_open_a_diff(page, site):
-    page.goto(url(site, "builds/b3/index.html"))
-    page.get_by_role("link", name="Diff against baseline b2").click()
+def follow(page, site, link, target, start="builds/b3/index.html"):
+    """Open ``start``, follow the link named ``link``; it must lead to ``target``."""
+    page.goto(url(site, start))
+    page.get_by_role("link", name=link).click()
     page.wait_for_load_state()
-    assert page.url.endswith("builds/b3/diff.html")
+    assert page.url.endswith(target)
+
+
+def test_open_a_diff(page, site):
+    follow(page, site, "Diff against baseline b2", "builds/b3/diff.html")
     regressions = page.locator("#d-regressions tbody tr")
     assert regressions.count() == 1
     assert site_data.REGRESSED in regressions.first.inner_text()
@@ -176,3 +175,28 @@ def test_open_a_diff(page, site):
     page.keyboard.press("Enter")
     counts = [int(t) for t in page.locator("#d-transitions tbody td.n").all_inner_texts()]
     assert counts == sorted(counts)
+
+
+def test_census_filter_by_status_and_search(page, site):
+    follow(page, site, "Operator census", "builds/b3/census.html")
+    rows = page.locator("#census tbody tr")
+    visible = page.locator("#census tbody tr:not([hidden])")
+    total = rows.count()
+    assert total == len(site_data.census_rows(3))
+    page.select_option("#cf-status", "missing")
+    missing = sorted(r.locator("td").first.inner_text() for r in visible.all())
+    assert missing == sorted(["aten::add.out", "aten::cumsum.out", site_data.XSS_OP])  # the op shows as text
+    assert page.locator('[data-count-for="census"]').inner_text() == f"3 of {total} rows"
+    page.focus("#cf-op")
+    page.keyboard.type("cumsum")
+    assert [r.locator("td").first.inner_text() for r in visible.all()] == ["aten::cumsum.out"]
+    assert "status=missing" in page.url
+    # any status again: the blocked composite shows too; the permalink reopens it filtered
+    page.select_option("#cf-status", "")
+    assert sorted(r.locator("td").nth(1).inner_text() for r in visible.all()) == ["blocked", "missing"]
+    page.goto(page.url)
+    page.reload()
+    assert visible.count() == 2 and page.locator("#cf-op").input_value() == "cumsum"
+    # the plan's first step and the coverage chart (one column per census build so far)
+    assert page.locator("#plan tbody tr").first.locator("td").nth(1).inner_text() == "aten::cumsum.out"
+    assert page.locator("svg.trend a").count() == 2

@@ -20,12 +20,7 @@ from torchconform.errors import UserError  # noqa: E402
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("site")
-    db = root / "store.db"
-    with open_store(str(db)) as store:
-        site_data.write_store(store)
-        home = build_site(store, root / "out", base_url="https://example.org/cov/")
-    return {"db": db, "out": root / "out", "home": home}
+    return site_data.build_fixture_site(tmp_path_factory.mktemp("site"), base_url="https://example.org/cov/")
 
 
 def read(built, rel):
@@ -174,10 +169,15 @@ def test_charts_are_proportional_and_patterned():
     widths = [float(w) for w in re.findall(r'width="([\d.]+)" height', svg)]
     assert widths == [300.0, 100.0]
     assert 'fill="url(#p-pass)"' in svg and 'fill="url(#p-missing_op)"' in svg
+    # a pass that never touched the device is drawn apart, not as a pass
+    b["pass_kinds"] = {"native": 2, "fallback": 0, "host_only": 1}
+    svg = str(charts.breakdown_bar(b, width=400))
+    assert [float(w) for w in re.findall(r'width="([\d.]+)" height', svg)] == [200.0, 100.0, 100.0]
+    assert 'fill="url(#p-host_only)"' in svg
     defs = str(charts.pattern_defs())
-    assert defs.count("<pattern") == 9
+    assert defs.count("<pattern") == 10
     trend = str(charts.trend_chart([{"label": f"b{i}", "href": None, "breakdown": b} for i in range(5)]))
-    assert trend.count("<title>") == 10  # two segments in each of five columns
+    assert trend.count("<title>") == 15  # three segments in each of five columns
 
 
 def test_rebuild_replaces_stale_pages_and_refuses_foreign_folders(built, tmp_path):

@@ -159,7 +159,8 @@ def test_fake_upstream_outcomes_on_refdev(refdev_run):
         "test_fake_compare_cpu_cos_refdev_float32", "test_fake_compare_cpu_remainder_refdev_float32",
         "test_fake_compare_cpu_sin_refdev_float32", "test_fake_cuda_graphs_refdev", "test_fake_native_only_refdev",
         "test_fake_skipped_upstream_refdev", "test_fake_add_scalar_refdev", "test_fake_view_refdev",
-        "test_fake_cpu_only_refdev", "test_fake_trunc_refdev_float32", "test_fake_trunc_refdev_float64"}
+        "test_fake_cpu_only_refdev", "test_fake_trunc_refdev_float32", "test_fake_trunc_refdev_float64",
+        "test_fake_run_tests_globals_refdev"}
 
     def outcome(name):
         r = by_name[name]
@@ -181,6 +182,6 @@ def test_fake_upstream_outcomes_on_refdev(refdev_run):
     # The skiplist entry reached the test through PyTorch's op_overrides.
     assert outcome("test_fake_compare_cpu_sin_refdev_float32") == ("skip_backend", "skiplist", "refdev-upstream.yaml::sin-precision")
     for name in ("test_fake_compare_cpu_add_refdev_float32", "test_fake_compare_cpu_mul_refdev_float32",
-                 "test_fake_add_scalar_refdev", "test_fake_view_refdev"):
+                 "test_fake_add_scalar_refdev", "test_fake_view_refdev", "test_fake_run_tests_globals_refdev"):
         assert outcome(name)[0] in ("pass", "pass_fallback"), (name, by_name[name]["message"])
     assert by_name["test_fake_compare_cpu_add_refdev_float32"]["op"] == "add"

@@ -45,4 +45,5 @@ def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], ge
                      meta=meta, bar=charts.breakdown_bar(b), counts=breakdown_counts(b),
                      breakdown_text=format_breakdown({**b, "complete": build.complete}), outcomes_table=outcomes, suites_table=suites,
                      files_table=files, missing_table=missing,
+                     has_census=build.has_census,
                      downloads=[outcomes, suites, files, missing], generated=generated)

@@ -5,13 +5,19 @@ from torchconform.dashboard.model import BuildInfo, groups_of
 from torchconform.dashboard.tables import Table
 
 TOP_N = 10
+# Column of a build with a census: the composites through whose decomposition models reach
+# the operator (empty when one reaches it directly); builds without one keep the old columns.
+THROUGH = "only through the decomposition of"
 
 
 def leaderboard_table(stem: str, title: str, rows: list[dict], slugs: dict[str, str]) -> Table:
-    t = Table(stem, ["rank", "operator", "tests blocked", "models blocked", "first build seen"], title=title)
+    census = any("through" in r for r in rows)
+    t = Table(stem, ["rank", "operator", "tests blocked", "models blocked", "first build seen",
+                     *([THROUGH] if census else [])], title=title)
     for i, r in enumerate(rows):
         first = r.get("first_build") or r.get("first_seen") or ""
-        t.rows.append([i + 1, r["op"], int(r.get("tests", 0) or 0), int(r.get("models", 0) or 0), first])
+        t.rows.append([i + 1, r["op"], int(r.get("tests", 0) or 0), int(r.get("models", 0) or 0), first,
+                       *([" ".join(r.get("through", []))] if census else [])])
         if first in slugs:
             t.links.setdefault("first build seen", {})[i] = f"builds/{slugs[first]}/index.html"
     return t

@@ -75,32 +75,36 @@
     });
   }
 
-  // The operator matrix: operator text, variant and "has a cell in state".
-  TC.wireMatrix = function (form, table) {
-    var rows = rowsOf(table);
+  // A filter form over a table's rows: ``tests`` maps each form field's name to
+  // test(row, value) -> bool; a row is shown when every non-empty field's test holds.
+  // The fields are kept in the URL's hash, so a permalink reopens the table filtered.
+  TC.wireRows = function (form, table, tests) {
+    var rows = rowsOf(table), names = Object.keys(tests);
     var apply = function () {
-      var op = form.elements.op.value.trim().toLowerCase();
-      var variant = form.elements.variant.value, state = form.elements.state.value, shown = 0;
+      var values = {}, shown = 0, params = new URLSearchParams();
+      names.forEach(function (k) { values[k] = form.elements[k].value.trim(); if (values[k]) { params.set(k, values[k]); } });
       rows.forEach(function (r) {
-        var ok = (!op || r.getAttribute("data-op").toLowerCase().indexOf(op) !== -1) &&
-                 (!variant || r.getAttribute("data-variant") === variant) &&
-                 (!state || (" " + r.getAttribute("data-states") + " ").indexOf(" " + state + " ") !== -1);
+        var ok = names.every(function (k) { return !values[k] || tests[k](r, values[k]); });
         r.hidden = !ok;
         if (ok) { shown++; }
       });
       setCount(table.id, shown, rows.length);
-      var params = new URLSearchParams();
-      if (op) { params.set("op", op); }
-      if (variant) { params.set("variant", variant); }
-      if (state) { params.set("state", state); }
       history.replaceState(null, "", params.toString() ? "#" + params.toString() : location.pathname);
     };
     form.addEventListener("input", apply);
     form.addEventListener("change", apply);
-    // A permalink with #op=...&variant=...&state=... opens the matrix filtered.
     var initial = new URLSearchParams(location.hash.slice(1));
-    ["op", "variant", "state"].forEach(function (k) { if (initial.get(k)) { form.elements[k].value = initial.get(k); } });
+    names.forEach(function (k) { if (initial.get(k)) { form.elements[k].value = initial.get(k); } });
     if (location.hash.length > 1) { apply(); }
+  };
+
+  // The operator matrix: operator text, variant and "has a cell in state".
+  TC.wireMatrix = function (form, table) {
+    TC.wireRows(form, table, {
+      op: function (r, v) { return r.getAttribute("data-op").toLowerCase().indexOf(v.toLowerCase()) !== -1; },
+      variant: function (r, v) { return r.getAttribute("data-variant") === v; },
+      state: function (r, v) { return (" " + r.getAttribute("data-states") + " ").indexOf(" " + v + " ") !== -1; }
+    });
   };
 
   document.addEventListener("DOMContentLoaded", function () {

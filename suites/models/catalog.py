@@ -13,6 +13,9 @@ from torchconform.suites.models.data_files import load_yaml
 from torchconform.suites.models.spec import Built, Unbuildable, split_model_id
 
 SELECTIONS = ("quick", "full")
+# The package whose code defines a family's models: its version is part of the key of
+# a stored operator set (census/models.py).  py/ files are the user's: no version.
+LIBRARIES = {"hf": "transformers", "tv": "torchvision", "timm": "timm"}
 
 
 def _read_list(path: str) -> list[str]:
@@ -81,3 +84,18 @@ def build(model_id: str, seed: int = 0) -> Built:
     if family == "py":
         return pyfile.build(name, seed)
     raise Unbuildable(f"unknown model family {family!r} in {model_id!r}; families: hf, tv, timm, py")
+
+
+def library_version(model_id: str) -> str:
+    """Installed version of the package defining ``model_id``'s family ("" for py/ files,
+    an unknown family or a package that is not installed).  Read from the package's
+    metadata, so the sweep's driver can ask without importing transformers."""
+    from importlib import metadata
+
+    package = LIBRARIES.get(model_id.partition("/")[0])
+    if not package:
+        return ""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return ""

@@ -16,6 +16,12 @@ run count.  Device errors go through the one classifier, so a missing
 operator is ``skip_backend/missing_op`` naming it.  A run that passed but left
 device memory allocated is ``error`` (the pytest plugin's leak check, the same
 function: collectors/devicecheck.py).
+
+The CPU reference runs also record the ATen overloads each variant reaches
+(census/modeltrace.py): eval and train under a dispatch mode (no extra run),
+compile through one extra CPU compile with a recording backend.  Each set rides
+on its variant's outcome (``Outcome.trace``) and is stored with it; a set the
+store already holds for these versions (``traced``) is not traced again.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ import time
 import warnings
 from typing import Callable
 
+from torchconform.census import modeltrace
 from torchconform.collectors.devicecheck import DeviceCheck
 from torchconform.collectors.outcome import ERROR, PASS, PASS_FALLBACK, SKIP_ELIGIBILITY, Outcome
 from torchconform.suites.models import backend as backend_mod
@@ -143,12 +150,29 @@ def _device_run(variant, built, device, profile, compile_backend, seed) -> tuple
     return result, ops
 
 
+def _trace_compile(built, seed: int) -> set | None:
+    """The aot graphs' operators of a CPU compile (modeltrace.recording_backend); None
+    when the model does not compile on CPU (then there is nothing to say)."""
+    import torch
+
+    seen: set = set()
+    model = copy.deepcopy(built.model)
+    torch.manual_seed(seed)
+    try:
+        run_compile(model, built.inputs, modeltrace.recording_backend(seen))
+    except Exception as exc:
+        _reraise_oom(exc)
+        return None
+    return seen
+
+
 def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_backend: str | None = None,
               seed: int = 0, emit: Callable[[str], None] | None = None,
-              on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+              on_outcome: Callable[[Outcome], None] | None = None, traced=()) -> list[Outcome]:
     """All outcomes of one model.  ``emit(variant)`` is called before each run starts
     and ``on_outcome(outcome)`` after each ends (the sweep worker streams both, so
-    that a crash loses only the run it interrupted).
+    that a crash loses only the run it interrupted).  ``traced``: (variant, torch
+    version, library version) of the operator sets the store has; those are not traced.
 
     Running out of memory is not an outcome of the model but of the process:
     ``MemoryError`` (and allocator failures) propagate, and the sweep worker
@@ -178,11 +202,17 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
     outcomes = []
 
     def record(o: Outcome) -> None:
+        if sets.get(o.variant) is not None:
+            o.trace = {"ops": modeltrace.names(sets[o.variant]), **versions}
         outcomes.append(o)
         if on_outcome:
             on_outcome(o)
 
     reference: dict = {}
+    versions = {"torch_version": torch.__version__, "library_version": catalog.library_version(model_id)}
+    stored = {tuple(t) for t in traced}
+    to_trace = {v for v in variants if (v, versions["torch_version"], versions["library_version"]) not in stored}
+    sets: dict = {}  # variant -> overloads its CPU run reached
     check = DeviceCheck(device.split(":")[0])
     for variant in variants:
         if emit:
@@ -193,7 +223,10 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
         try:
             if ref_kind not in reference:
                 torch.manual_seed(seed)
-                reference[ref_kind] = RUNS[ref_kind](copy.deepcopy(built.model), built.inputs)
+                model = copy.deepcopy(built.model)  # outside the trace: the device's copy is made on CPU
+                with modeltrace.recording(ref_kind in to_trace) as seen:
+                    reference[ref_kind] = RUNS[ref_kind](model, built.inputs)
+                sets[ref_kind] = seen
             expected = reference[ref_kind]
         except Exception as exc:
             _reraise_oom(exc)
@@ -201,6 +234,8 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
                                      message=f"CPU reference failed: {type(exc).__name__}: {exc}",
                                      duration=time.perf_counter() - begin))
             continue
+        if variant == "compile" and variant in to_trace:
+            sets[variant] = _trace_compile(built, seed)
         before = check.memory()
         try:
             actual, fallback = _device_run(variant, built, device, profile, compile_backend, seed)

@@ -71,6 +71,7 @@ def pytest_configure(config):
         return  # tests are instantiated (and these hooks needed) on the workers only
     import torch.testing._internal.common_device_type as cdt
 
+    _set_run_tests_globals()
     base = _device_base(cdt, device)
     if base is None:
         return
@@ -90,6 +91,19 @@ def pytest_configure(config):
     matcher = _matcher(config)
     if matcher is not None:
         matcher.delegated = set(delegated)
+
+
+def _set_run_tests_globals() -> None:
+    """What ``common_utils.run_tests()`` (``parse_cmd_line_args``) sets before an upstream file's
+    tests run when the file is its own main program; under pytest nobody calls it, and
+    ``JitTestCase`` then fails every test with "GRAPH_EXECUTOR must be set".  Only the value
+    parse_cmd_line_args infers without a ``--jit-executor`` flag (it parses sys.argv, which is
+    pytest's here, so it is not called itself)."""
+    from torch.testing._internal import common_utils
+
+    if getattr(common_utils, "GRAPH_EXECUTOR", "absent") is None and hasattr(
+            common_utils, "cppProfilingFlagsToProfilingMode"):
+        common_utils.GRAPH_EXECUTOR = common_utils.cppProfilingFlagsToProfilingMode()
 
 
 def _matcher(config):

@@ -1,0 +1,156 @@
+"""Host-side probes: the device's memory counters around synchronize, and the
+environment the run really had (OS, CPUs, NUMA, affinity, memory binding, launch
+command, versions)."""
+from __future__ import annotations
+
+import glob
+import os
+import platform
+import sys
+
+import torch
+
+from torchconform.collectors.traitnotes import not_measurable
+from torchconform.suites.common import active_profile
+from torchconform.suites.traits import backend
+
+REQUEST = 1001          # bytes: odd, so any allocation rounding shows
+
+
+def _read(mod) -> dict:
+    stats = {}
+    if callable(getattr(mod, "memory_stats", None)):
+        stats = mod.memory_stats() or {}
+    reserved = getattr(mod, "memory_reserved", None)
+    return {"allocated": int(mod.memory_allocated()),
+            "reserved": int(reserved()) if callable(reserved) else None,
+            # torch.cuda's name for what callers asked for, before rounding
+            "requested": int(stats["requested_bytes.all.current"]) if "requested_bytes.all.current" in stats else None}
+
+
+def measure_memory_stats() -> dict:
+    """Counters read right after an allocation and a kernel, then after synchronize:
+    do they lag, and how far is the allocation rounded up from the request?"""
+    mod = backend.device_module()
+    if mod is None or not callable(getattr(mod, "memory_allocated", None)):
+        return {"values": not_measurable(f"torch.{backend.device()} exposes no memory_allocated()",
+                                         lags_without_sync=None, rounding_bytes=None), "evidence": {}}
+    dev = backend.device()
+    src = torch.ones(256, device=dev)
+    backend.synchronize()
+    before = _read(mod)
+    block = torch.empty(REQUEST, dtype=torch.uint8, device=dev)
+    result = src * 2                       # a kernel whose output is allocated when it is queued
+    unsynced = _read(mod)
+    backend.synchronize()
+    synced = _read(mod)
+    del block, result
+    backend.synchronize()
+    lags = unsynced != synced
+    expected = REQUEST + src.numel() * src.element_size()
+    grown = synced["allocated"] - before["allocated"]
+    reserved_grown = None if synced["reserved"] is None else synced["reserved"] - before["reserved"]
+    return {"values": {"lags_without_sync": lags, "rounding_bytes": grown - expected, "measurable": True},
+            "evidence": {"requested_bytes": expected, "allocated_grew": grown, "reserved_grew": reserved_grown,
+                         "requested_counter": synced["requested"] is not None,
+                         "unsynced": unsynced["allocated"], "synced": synced["allocated"]}}
+
+
+def _ranges(numbers) -> str:
+    """``0-3,6`` for {0, 1, 2, 3, 6}."""
+    numbers, out = sorted(numbers), []
+    for n in numbers:
+        if out and n == out[-1][1] + 1:
+            out[-1][1] = n
+        else:
+            out.append([n, n])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in out)
+
+
+def _status_field(name: str) -> str:
+    try:
+        with open("/proc/self/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(name + ":"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_policy() -> str:
+    """The process's NUMA memory policy as numa_maps shows it on its first mapping
+    (``default``, ``bind:0``, ``interleave:0-1``...); "" where Linux does not say."""
+    try:
+        with open("/proc/self/numa_maps", encoding="utf-8") as f:
+            first = f.readline().split()
+        return first[1] if len(first) > 1 else ""
+    except OSError:
+        return ""
+
+
+def _launch_command() -> str:
+    """The outermost ancestor (within 8) whose command line names torchconform: the
+    command the user ran (pytest and xdist workers sit below it); else this process."""
+    from torchconform.config import mask_password
+
+    found, pid = " ".join(sys.argv), os.getpid()
+    for _ in range(8):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if any("torchconform" in a for a in argv) and "pytest" not in " ".join(argv[:3]):
+            found = " ".join(argv)
+        if pid <= 1:
+            break
+    return mask_password(found)
+
+
+def _backend_version() -> str:
+    module = active_profile().backend_module
+    if not module:
+        return ""
+    try:
+        from importlib.metadata import version
+
+        return f"{module} {version(module.split('.')[0])}"
+    except Exception:  # noqa: BLE001 - not an installed distribution: ask the module
+        mod = sys.modules.get(module)
+        return f"{module} {getattr(mod, '__version__', 'unknown')}"
+
+
+def measure_environment() -> dict:
+    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    values = {
+        "os": f"{platform.system()} {platform.release()}",
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "numa_nodes": len(glob.glob("/sys/devices/system/node/node[0-9]*")) or None,
+        "cpu_affinity": _ranges(affinity) if affinity else None,
+        "mems_allowed": _status_field("Mems_allowed_list") or None,
+        "memory_policy": _memory_policy() or None,
+        "torch": torch.__version__,
+        "backend": _backend_version() or None,
+        "device": backend.device(),
+        "python": platform.python_version(),
+    }
+    if torch.version.cuda and backend.device() == "cuda":
+        values["cuda_runtime"] = torch.version.cuda
+    return {"values": values,
+            "evidence": {"kernel": platform.version(), "torch_git": (torch.version.git_version or "")[:12],
+                         "launch": _launch_command()}}

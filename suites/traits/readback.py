@@ -1,0 +1,70 @@
+"""Traits read back from a stored build: the trait notes of its ``traits`` suite
+outcomes (latest result per test), for ``summary --json`` and the text summary."""
+from __future__ import annotations
+
+from torchconform.collectors.traitnotes import traits_from_messages
+
+SUITE = "traits"
+# One line per trait in the text summary: (label, dotted key of the traits dict).
+TEXT_KEYS = (
+    ("float64 executes as", "precision.float64.executes_as"),
+    ("copies non-contiguous inputs", "noncontiguous_copy.copies"),
+    ("  bytes per call", "noncontiguous_copy.bytes_per_call"),
+    ("recompiles per new shape", "static_shapes.recompiles_per_new_shape"),
+    ("cold compile (s)", "static_shapes.cold_compile_s"),
+    ("warm call (s)", "static_shapes.warm_call_s"),
+    ("eager CPU fallback ops", "fallback.eager_ops"),
+    ("compile-time fallback", "fallback.compile_fallback"),
+    ("placeholder-output ops", "placeholder_outputs.ops"),
+    ("memory counters lag without sync", "memory_stats.lags_without_sync"),
+)
+ENVIRONMENT_KEYS = ("os", "cpu_model", "cpu_count", "numa_nodes", "cpu_affinity", "mems_allowed", "memory_policy",
+                    "torch", "backend", "python")
+
+
+def stored_traits(store, build: str) -> tuple[dict, dict | None]:
+    """``(traits, environment)`` of a build; ``({}, None)`` when it has no traits run."""
+    from torchconform.db.queries import latest_rows
+
+    messages = [row.message for row in latest_rows(store, build, ("suite", "message"))
+                if row.suite == SUITE and row.message]
+    traits = traits_from_messages(messages)
+    return traits, traits.pop("environment", None)
+
+
+def lookup(traits: dict, dotted: str):
+    """``traits["a"]["b"]["c"]`` for ``"a.b.c"``; None where a level is absent."""
+    value = traits
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _text(value) -> str:
+    if value is None:
+        return "not measured"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return str(value)
+
+
+def format_traits(traits: dict, environment: dict | None) -> str:
+    """The text summary's traits and environment block ("" when the build has neither)."""
+    lines = []
+    if traits:
+        lines.append("traits (suite traits):")
+        for label, key in TEXT_KEYS:
+            trait = lookup(traits, key.rsplit(".", 1)[0])
+            why = trait.get("reason") if isinstance(trait, dict) and trait.get("measurable") is False else ""
+            lines.append(f"  {label:<34} {_text(lookup(traits, key))}" + (f" ({why})" if why else ""))
+    if environment:
+        lines.append("environment:")
+        lines += [f"  {key:<34} {_text(environment.get(key))}" for key in ENVIRONMENT_KEYS]
+        launch = (environment.get("evidence") or {}).get("launch")
+        if launch:
+            lines.append(f"  {'launch':<34} {launch}")
+    return "\n".join(lines)

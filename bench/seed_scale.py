@@ -44,10 +44,12 @@ DEFAULT_FILES = "test_ops,test_binary_ufuncs,test_reductions,test_indexing,test_
 
 
 class MemorySampler:
-    """Peak resident memory of every pytest controller (a process running ``-m pytest``)
-    and of its workers (its children), sampled from /proc every ``every`` seconds."""
+    """Peak resident memory of every pytest controller of ``build`` (a process running
+    ``-m pytest ... --tc-build build``) and of its workers (its children), sampled from /proc
+    every ``every`` seconds."""
 
-    def __init__(self, every: float = 0.5):
+    def __init__(self, build: str, every: float = 0.5):
+        self.build = build  # only this build's pytest processes: others may run on the machine
         self.every = every
         self.controller: dict[str, int] = {}   # suite -> peak KiB
         self.workers: dict[str, dict[int, int]] = {}  # suite -> {worker pid: peak KiB}
@@ -82,7 +84,9 @@ class MemorySampler:
         while not self._stop.wait(self.every):
             procs = self._procs()
             for pid, (_, argv, rss) in procs.items():
-                if "pytest" not in argv or "--tc-suite" not in argv:
+                if "pytest" not in argv or "--tc-suite" not in argv or "--tc-build" not in argv:
+                    continue
+                if argv[argv.index("--tc-build") + 1] != self.build:
                     continue
                 suite = argv[argv.index("--tc-suite") + 1]
                 self.controller[suite] = max(self.controller.get(suite, 0), rss)
@@ -112,7 +116,7 @@ def run_build(args) -> None:
         cmd += ["--resume"]
     print(f"seed_scale: torchconform {' '.join(map(str, cmd))}", flush=True)
     start = time.perf_counter()
-    with MemorySampler() as memory:
+    with MemorySampler(args.build) as memory:
         proc = subprocess.run(TC + [str(a) for a in cmd], cwd=args.workdir, stdout=subprocess.PIPE,
                               stderr=open(Path(args.workdir) / "run.log", "a"), text=True)
     wall = time.perf_counter() - start

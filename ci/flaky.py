@@ -23,21 +23,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from torchconform.collectors.outcome import CRASH, PASSED, TIMEOUT, Outcome, bound_message
+from torchconform.procs import SCRUBBED_ENV, SCRUBBED_PREFIXES, rerun_env  # noqa: F401 (the gate's names)
 
-# Settings of the *original* run that must not leak into a rerun: a rerun
-# streaming into the store under its own build name, or appending to the
-# original JSONL/JUnit files, would corrupt the build we are judging.
-# Likewise xdist's worker variables: a child that believes it is an xdist
-# worker never writes the controller's JSON lines.
-SCRUBBED_ENV = ("TORCHCONFORM_DB", "TORCHCONFORM_BUILD", "TORCHCONFORM_JUNIT", "TORCHCONFORM_JSONL",
-                "TORCHCONFORM_SHARD", "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST")
-SCRUBBED_PREFIXES = ("PYTEST_XDIST_",)
-
-
-def rerun_env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV and not k.startswith(SCRUBBED_PREFIXES)}
-    env.update(extra)
-    return env
+# The rerun's environment: the original run's minus what must not leak into it
+# (torchconform.procs.rerun_env, shared with the trait reruns of collectors/traitrerun.py).
 RERUN_SUITE = "gate-rerun"
 
 

@@ -8,7 +8,10 @@ without a store, a device or a runner:
 Each rule returns a ``RuleResult`` with the findings it counted; ``evaluate``
 applies the configured mode (fail / warn / off) and threshold to each and
 decides the verdict.  Tests confirmed flaky (see ci/flaky.py) are passed in as
-``flaky`` and taken out of the failing findings: reported, not failing.
+``flaky`` and taken out of the failing findings: reported, not failing.  Likewise a
+``fail`` that a declared trait explains (kind ``trait:<name>``, collectors/traitfail.py)
+is left out of ``regression`` and ``new_test_failing`` while both builds declare that
+trait (reported as ``explained``); a trait that is new in the build counts in full.
 """
 from __future__ import annotations
 
@@ -18,10 +21,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable
 
 from torchconform.ci.config import GateConfig, default_config
-from torchconform.collectors.breakdown import make_breakdown
+from torchconform.collectors.breakdown import breakdown_of_counts
 from torchconform.collectors.breakdown import pass_rate as breakdown_pass_rate
 from torchconform.collectors.outcome import (
-    FAILED, HOST_ONLY, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, XPASS, Outcome,
+    FAIL, FAILED, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TRAIT_KIND_PREFIX, XPASS, Outcome,
 )
 
 NO_OP = "(no operator)"
@@ -49,6 +52,8 @@ class GateResult:
     rules: list[RuleResult]
     flaky: list[dict] = field(default_factory=list)
     fixes: dict = field(default_factory=dict)
+    # failures left out of regression / new_test_failing: a trait both builds declare explains them
+    explained: list[dict] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -62,7 +67,8 @@ class GateResult:
 
     def to_dict(self) -> dict:
         return {"old": self.old, "new": self.new, "passed": self.passed,
-                "rules": [asdict(r) for r in self.rules], "flaky": self.flaky, "fixes": self.fixes}
+                "rules": [asdict(r) for r in self.rules], "flaky": self.flaky, "fixes": self.fixes,
+                "explained": self.explained}
 
 
 # -- inputs ------------------------------------------------------------------------------
@@ -131,12 +137,31 @@ def _regresses_to(rec: dict, targets: set[str]) -> bool:
     return rec["outcome"] in targets
 
 
-def rule_regression(old, new, params, flaky=frozenset()) -> RuleResult:
+def trait_of(rec: dict) -> str:
+    """The declared trait that explains a failure (kind trait:<name>), or ""."""
+    kind = rec.get("kind") or ""
+    return kind[len(TRAIT_KIND_PREFIX):] if rec["outcome"] == FAIL and kind.startswith(TRAIT_KIND_PREFIX) else ""
+
+
+def declared_traits(records: dict[str, dict], recorded=()) -> set[str]:
+    """The traits a build declared: those it recorded (builds' ``declared_traits`` metadata)
+    plus any a failure of it was attributed to (a build stored before that metadata)."""
+    return set(recorded or ()) | {t for t in map(trait_of, records.values()) if t}
+
+
+def explained_ids(new: dict[str, dict], traits: tuple[set, set]) -> frozenset:
+    """Failures of ``new`` a trait explains that both builds declare: the trait did not change."""
+    old_traits, new_traits = traits
+    return frozenset(tid for tid, r in new.items() if (t := trait_of(r)) and t in old_traits and t in new_traits)
+
+
+def rule_regression(old, new, params, flaky=frozenset(), excused=frozenset()) -> RuleResult:
     targets = set(params.get("outcomes", ()))
     found = []
     for tid, n in new.items():
         o = old.get(tid)
-        if o is not None and o["outcome"] in PASSED and _regresses_to(n, targets) and tid not in flaky:
+        if o is not None and o["outcome"] in PASSED and _regresses_to(n, targets) and tid not in flaky \
+                and tid not in excused:
             found.append(_finding(tid, o, n, missing_op=n.get("missing_op", "")))
     found = _by_test(found)
     by_op = Counter(f["operator"] for f in found)
@@ -147,15 +172,8 @@ def rule_regression(old, new, params, flaky=frozenset()) -> RuleResult:
 
 def record_breakdown(build: str, records: dict[str, dict]) -> dict:
     """The seed's breakdown (collectors.breakdown shape) of a {test_id: record} map."""
-    outcomes, kinds = Counter(), Counter()
-    host_only = 0
-    for r in records.values():
-        outcomes[r["outcome"]] += 1
-        if r["outcome"] == SKIP_BACKEND:
-            kinds[r["kind"]] += 1
-        elif r.get("kind") == HOST_ONLY:
-            host_only += 1
-    return make_breakdown(build, outcomes, kinds, missing_ops(records), host_only)
+    return breakdown_of_counts(build, ((r["outcome"], r.get("kind") or "", r.get("missing_op") or "", 1)
+                                       for r in records.values()))
 
 
 def missing_ops(records: dict[str, dict]) -> Counter:
@@ -196,9 +214,9 @@ def rule_coverage_drop(old, new, params, flaky=frozenset()) -> RuleResult:
                       detail=f"pass rate {before:.2f}% -> {now:.2f}% ({round(now - before, 2) + 0.0:+.2f} points)")
 
 
-def rule_new_test_failing(old, new, params, flaky=frozenset()) -> RuleResult:
+def rule_new_test_failing(old, new, params, flaky=frozenset(), excused=frozenset()) -> RuleResult:
     found = _by_test([_finding(tid, None, n) for tid, n in new.items()
-                      if tid not in old and n["outcome"] in FAILED and tid not in flaky])
+                      if tid not in old and n["outcome"] in FAILED and tid not in flaky and tid not in excused])
     return RuleResult("new_test_failing", count=len(found), threshold=params["max_tests"], findings=found,
                       detail=f"{len(found)} new tests failing")
 
@@ -286,21 +304,33 @@ def rerun_candidates(result: GateResult) -> list[str]:
     return wanted
 
 
+# Rules a failure explained by an unchanged declared trait is left out of.
+EXCUSING_RULES = ("regression", "new_test_failing")
+
+
 def evaluate(old: dict, new: dict, config: GateConfig | None = None, flaky: Iterable[dict] = (),
-             old_name: str = "baseline", new_name: str = "build") -> GateResult:
+             old_name: str = "baseline", new_name: str = "build", traits: tuple | None = None) -> GateResult:
     """Every configured rule over ``old`` -> ``new``; ``flaky`` lists confirmed flaky tests
-    ({"test_id", "attempts", ...}) that no rule counts as failing."""
+    ({"test_id", "attempts", ...}) that no rule counts as failing; ``traits`` = (baseline's,
+    build's) declared traits (default: ``declared_traits`` of the records alone)."""
     config = config or default_config()
     flaky = list(flaky)
     flaky_ids = frozenset(f["test_id"] for f in flaky)
+    if traits is None:
+        traits = (declared_traits(old), declared_traits(new))
+    excused = explained_ids(new, (set(traits[0]), set(traits[1]))) - flaky_ids
     results = []
     for name, fn in RULES.items():
         rule = config.rule(name)
         if rule.mode == "off":
             results.append(RuleResult(name, mode="off", status="off", threshold=0, detail="off"))
             continue
-        results.append(apply_mode(fn(old, new, rule.params, flaky=flaky_ids), rule.mode))
-    return GateResult(old=old_name, new=new_name, rules=results, flaky=flaky, fixes=fixes(old, new))
+        extra = {"excused": excused} if name in EXCUSING_RULES else {}
+        results.append(apply_mode(fn(old, new, rule.params, flaky=flaky_ids, **extra), rule.mode))
+    explained = _by_test([_finding(tid, old.get(tid), new[tid], trait=trait_of(new[tid])) for tid in excused
+                          if tid not in old or old[tid]["outcome"] in PASSED])
+    return GateResult(old=old_name, new=new_name, rules=results, flaky=flaky, fixes=fixes(old, new),
+                      explained=explained)
 
 
 def regressions_by_operator(result: GateResult) -> dict[str, list[dict]]:

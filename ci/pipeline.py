@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from torchconform.ci import flaky as flaky_mod
 from torchconform.ci.config import GateConfig, default_config
-from torchconform.ci.gate import GateResult, evaluate, record_breakdown, rerun_candidates
+from torchconform.ci.gate import GateResult, declared_traits, evaluate, record_breakdown, rerun_candidates
 from torchconform.ci.report import junit_xml, markdown
 from torchconform.census.diff import gate_context as census_gate_context
 from torchconform.errors import UserError
@@ -106,13 +106,18 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
         return _render(result, None, {}, new, info, config, notes, [])
     old = load_records(store, base)
     new = load_records(store, build)
+    # what each build declared (the runner records it; collectors/traitfail.py): a failure a
+    # trait explains is a regression only when the trait itself changed
+    traits = (declared_traits(old, queries.build_info(store, base)["metadata"].get("declared_traits")),
+              declared_traits(new, info["metadata"].get("declared_traits")))
     if not new:
         notes.append(f"Build `{build}` has no stored outcomes.")
 
     reruns = config.flaky["reruns"] if reruns is None else reruns
     known_flaky = flaky_mod.stored_flaky(store, build)
     with census_gate_context(store, base, build):  # the lost_operator rule reads both builds' censuses
-        result = evaluate(old, new, config, flaky=known_flaky.values(), old_name=base, new_name=build)
+        result = evaluate(old, new, config, flaky=known_flaky.values(), old_name=base, new_name=build,
+                          traits=traits)
     confirmations, records, not_rerun = [], [], {}
     candidates = [t for t in rerun_candidates(result) if t not in known_flaky]
     if candidates and reruns > 0:
@@ -135,7 +140,7 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
         notes.append(f"Reran {len(confirmations)} failing tests {reruns} times each: "
                      f"{len(confirmations) - len(steady)} flaky, {len(steady)} failed every attempt.")
         with census_gate_context(store, base, build):
-            result = evaluate(old, new, config, flaky=flaky, old_name=base, new_name=build)
+            result = evaluate(old, new, config, flaky=flaky, old_name=base, new_name=build, traits=traits)
     return _render(result, base, old, new, info, config, notes, confirmations, not_rerun)
 
 

@@ -58,6 +58,9 @@ def _delta_table(old_b: dict, new_b: dict) -> list[str]:
     rows += [(o, old_b["outcomes"][o], new_b["outcomes"][o]) for o in OUTCOMES]
     rows += [(f"skip_backend/{k}", old_b["backend_skip_kinds"][k], new_b["backend_skip_kinds"][k])
              for k in BACKEND_SKIP_KINDS]
+    fail_kinds = sorted(set(old_b.get("fail_kinds") or {}) | set(new_b.get("fail_kinds") or {}))
+    rows += [(f"fail/{k}", (old_b.get("fail_kinds") or {}).get(k, 0), (new_b.get("fail_kinds") or {}).get(k, 0))
+             for k in fail_kinds]
     for name, a, b in rows:
         if name != "total" and a == 0 and b == 0:
             continue
@@ -127,6 +130,12 @@ def markdown(result: GateResult, old_breakdown: dict, new_breakdown: dict, limit
             attempts = ", ".join(f"{a['attempt']}: {a['outcome']}" for a in f["attempts"])
             out.append(f"| `{_md(f['test_id'])}` | {_md(attempts)} |")
         out += _more(len(result.flaky), limit) + [""]
+
+    if result.explained:
+        out += [f"## Explained by declared traits ({len(result.explained)}, not failing the gate)", "",
+                "The trait is declared by both builds; the failure was attributed to it (see its message).", ""]
+        out += [f"- `{_md(f['test_id'])}`: {f['old']} -> {f['new']}" for f in result.explained[:limit]]
+        out += _more(len(result.explained), limit) + [""]
 
     fx = result.fixes or {}
     if any(fx.get(k) for k in ("tests", "now_native", "ops_implemented")):

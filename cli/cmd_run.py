@@ -65,6 +65,9 @@ def register(subparsers):
                    help="source branch recorded with the build (default $TORCHCONFORM_BRANCH, GitHub's, or git's)")
     p.add_argument("--commit", default=None,
                    help="source commit recorded with the build (default $TORCHCONFORM_COMMIT, GitHub's, or git's)")
+    p.add_argument("--trait-reruns", type=int, default=None, metavar="N",
+                   help="rerun at most N failures a declared trait may explain with the trait off, to attribute "
+                        "them (default 200; 0: none; docs/classification.md)")
     p.add_argument("--json", action="store_true", help="print the breakdown as JSON")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     p.set_defaults(func=run_command)
@@ -114,6 +117,7 @@ def _what_runs(args) -> str:
 
 def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
     from torchconform.skiplists.profile import load_profile
+    from torchconform.skiplists.schema import load_skiplist
 
     profile = load_profile(args.profile or args.device)  # fail fast on a bad profile
     if profile.device != args.device:
@@ -146,6 +150,7 @@ def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
         if not os.path.isfile(path):
             raise UserError(f"--skiplist {path}: no such file; pass the path of a skiplist YAML "
                             "(e.g. skiplists/refdev/young-backend.yaml)")
+        load_skiplist(path)  # a bad file is one line here, before pytest starts
         cmd += ["--tc-skiplist", os.path.abspath(path)]
     if args.skiplist_audit:
         if not args.skiplist and not os.environ.get("TORCHCONFORM_SKIPLIST"):
@@ -160,6 +165,11 @@ def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
             cmd += ["--tc-shard", shard_label(args.shard, args.shards)]
         if args.resume:
             cmd += ["--tc-sweep-resume"]
+    reruns = getattr(args, "trait_reruns", None)   # callers that build their own args may lack it
+    if reruns is not None:
+        if reruns < 0:
+            raise UserError(f"--trait-reruns {reruns} is not a count; use 0 (rerun none) or more")
+        cmd += ["--tc-trait-reruns", str(reruns)]
     if args.branch:
         cmd += ["--tc-branch", args.branch]
     if args.commit:
@@ -282,11 +292,14 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
             if line == last and line.strip() == "bringing up nodes...":
                 continue  # xdist says it again at collection when not on a terminal
             last = line
+            if line.startswith("ERROR: torchconform: "):
+                # Raised below as our own one-line error: said once, not echoed as well.
+                if usage_error is None:
+                    usage_error = line[len("ERROR: torchconform: "):].strip()
+                    # The skiplist plugin words its errors "torchconform: error: ..." already.
+                    usage_error = usage_error[len("error: "):] if usage_error.startswith("error: ") else usage_error
+                continue
             sys.stderr.write(line)
-            if line.startswith("ERROR: torchconform: ") and usage_error is None:
-                usage_error = line[len("ERROR: torchconform: "):].strip()
-                # The skiplist plugin words its errors "torchconform: error: ..." already.
-                usage_error = usage_error[len("error: "):] if usage_error.startswith("error: ") else usage_error
         rc = proc.wait()
     if usage_error:
         raise UserError(usage_error)
@@ -311,6 +324,10 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
         print("torchconform's classification (pytest's own counts above treat backend skips as failures):",
               file=sys.stderr)
         print(format_breakdown(result))
+        if run.get("trait_reruns"):
+            t = run["trait_reruns"]
+            print(f"failures a declared trait may explain: {t['candidates']}; rerun with the trait off {t['rerun']}, "
+                  f"attributed {t['attributed']}, by rule {t['by_rule']}, not rerun {t['not_rerun']}")
         print(f"outcome records: {jsonl}" + (f"; stored in {mask_password(db)}" if db else ""))
     if forwarded.signal is not None:
         return 128 + forwarded.signal  # the shell's convention for "ended by this signal"

@@ -1,7 +1,9 @@
 """Entry point: discover ``cmd_*`` modules, parse, dispatch, turn UserError into one line."""
 import argparse
 import importlib
+import os
 import pkgutil
+import signal
 import sys
 
 from torchconform import __version__
@@ -37,6 +39,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         code = args.func(args)
+        sys.stdout.flush()  # a reader gone by now (`| head`) is found here, not at interpreter exit
+    except BrokenPipeError:
+        # The reader stopped reading: end quietly with the status of a SIGPIPE death, as Unix
+        # tools do; stdout goes to /dev/null so that the interpreter's final flush is quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except UserError as exc:
         print(f"{PROG}: error: {mask_password(exc)}", file=sys.stderr)
         return exc.exit_code

@@ -7,6 +7,7 @@ speak this one shape, so it is defined once here:
      "outcomes": {outcome: count},            # every outcome key present, zeros included
      "pass_kinds": {"native": int, "fallback": int, "host_only": int},   # pass + pass_fallback, split
      "backend_skip_kinds": {kind: count},     # every kind key present
+     "fail_kinds": {kind: count},             # fails with a kind (trait:<name>), only those present
      "missing_ops": [{"op": str, "tests": int}, ...]}   # most tests blocked first, then by name
 
 A stored build's breakdown (``summary``) and a run's (``run``) also say whether
@@ -17,6 +18,9 @@ shard, status, exit_status, results, planned}]`` (db/queries.py: completeness).
 (``pass`` that ran on it), ``fallback`` (``pass_fallback``), ``host_only`` (``pass``
 of kind host_only: the test never touched the device).  ``pass_rate`` leaves
 host_only passes out of both its numerator and its denominator.
+
+``fail_kinds`` counts the ``fail`` outcomes a declared trait explains (kind
+``trait:<name>``, collectors/traitfail.py); they stay inside ``outcomes["fail"]``.
 """
 from __future__ import annotations
 
@@ -25,15 +29,16 @@ from typing import Iterable
 
 from torchconform.collectors.outcome import (
     BACKEND_SKIP_KINDS, CRASH, ERROR, FAIL, HOST_ONLY, MISSING_OP, OUTCOMES, PASS, PASS_FALLBACK,
-    SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, XPASS, Outcome,
+    SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, TRAIT_KIND_PREFIX, XFAIL, XPASS, Outcome,
 )
 from torchconform.procs import describe_exit
 
 
 def make_breakdown(build: str, outcome_counts: dict, kind_counts: dict, missing_op_counts: dict,
-                   host_only: int = 0) -> dict:
+                   host_only: int = 0, fail_kinds: dict | None = None) -> dict:
     """Assemble the breakdown from counts (the store's SQL path calls this too).
-    ``kind_counts``: skip_backend results per kind; ``host_only``: pass results of kind host_only."""
+    ``kind_counts``: skip_backend results per kind; ``host_only``: pass results of kind host_only;
+    ``fail_kinds``: fail results per (non-empty) kind."""
     missing = sorted(missing_op_counts.items(), key=lambda kv: (-kv[1], kv[0]))
     outcomes = {o: int(outcome_counts.get(o, 0)) for o in OUTCOMES}
     return {
@@ -44,6 +49,7 @@ def make_breakdown(build: str, outcome_counts: dict, kind_counts: dict, missing_
                        "host_only": int(host_only)},
         "backend_skip_kinds": {k: int(kind_counts.get(k, 0)) for k in BACKEND_SKIP_KINDS},
         "missing_ops": [{"op": op, "tests": int(n)} for op, n in missing],
+        "fail_kinds": {k: int(n) for k, n in sorted((fail_kinds or {}).items()) if n},
         # Whole unless a reader of the store (or the runner) knows otherwise.
         "complete": True,
         "unfinished_runs": [],
@@ -51,17 +57,25 @@ def make_breakdown(build: str, outcome_counts: dict, kind_counts: dict, missing_
 
 
 def breakdown(build: str, outcomes: Iterable[Outcome]) -> dict:
-    outcome_counts, kind_counts, missing = Counter(), Counter(), Counter()
+    return breakdown_of_counts(build, ((o.outcome, o.kind, o.missing_op, 1) for o in outcomes))
+
+
+def breakdown_of_counts(build: str, rows) -> dict:
+    """The breakdown of (outcome, kind, missing_op, n) rows: the one counting rule of every
+    reader (records, the store's grouped rows, the gate's record maps)."""
+    outcome_counts, kind_counts, missing, fail_kinds = Counter(), Counter(), Counter(), Counter()
     host_only = 0
-    for o in outcomes:
-        outcome_counts[o.outcome] += 1
-        if o.outcome == SKIP_BACKEND:
-            kind_counts[o.kind] += 1
-            if o.kind == MISSING_OP and o.missing_op:
-                missing[o.missing_op] += 1
-        elif o.kind == HOST_ONLY:
-            host_only += 1
-    return make_breakdown(build, outcome_counts, kind_counts, missing, host_only)
+    for outcome, kind, missing_op, n in rows:
+        outcome_counts[outcome] += n
+        if outcome == SKIP_BACKEND:
+            kind_counts[kind] += n
+            if kind == MISSING_OP and missing_op:
+                missing[missing_op] += n
+        elif kind == HOST_ONLY:
+            host_only += n
+        elif outcome == FAIL and kind:
+            fail_kinds[kind] += n
+    return make_breakdown(build, outcome_counts, kind_counts, missing, host_only, fail_kinds)
 
 
 def pass_rate(b: dict) -> float | None:
@@ -88,7 +102,8 @@ def format_breakdown(b: dict, top: int = 10) -> str:
         *incomplete_lines(b),
         f"  passed   {passed:>8}   (natively {k['native']}, through CPU fallback {k['fallback']}, "
         f"without touching the device {k['host_only']})",
-        f"  failed   {failed:>8}   (fail {o[FAIL]}, error {o[ERROR]}, crash {o[CRASH]}, timeout {o[TIMEOUT]})",
+        f"  failed   {failed:>8}   (fail {o[FAIL]}, error {o[ERROR]}, crash {o[CRASH]}, timeout {o[TIMEOUT]})"
+        + explained_clause(b),
         f"  skipped  {skipped:>8}",
         f"    PyTorch eligibility  {o[SKIP_ELIGIBILITY]:>8}",
         f"    backend-specific     {backend:>8}",
@@ -101,6 +116,17 @@ def format_breakdown(b: dict, top: int = 10) -> str:
         for row in b["missing_ops"][:top]:
             lines.append(f"    {row['tests']:>7}  {row['op']}")
     return "\n".join(lines)
+
+
+def explained_clause(b: dict) -> str:
+    """", of which explained by declared traits M (trait:x M)" after the failed count; nothing
+    when no failure is (so breakdowns without trait-explained failures read as before)."""
+    kinds = b.get("fail_kinds") or {}
+    explained = sum(n for k, n in kinds.items() if k.startswith(TRAIT_KIND_PREFIX))
+    if not explained:
+        return ""
+    return f", of which explained by declared traits {explained} (" + \
+        ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ")"
 
 
 def incomplete_lines(b: dict) -> list[str]:

@@ -28,6 +28,8 @@ from torchconform.collectors.outcome import (
 )
 from torchconform.collectors.settings import default_build_name, source_revision
 from torchconform.collectors.testinfo import parse_test_id
+from torchconform.collectors.traitfail import declared_traits
+from torchconform.collectors.traitrerun import TraitAttribution
 from torchconform.collectors.watchdog import STATE_ENV, read_timeout_marker
 from torchconform.procs import describe_exit
 from torchconform.config import mask_password
@@ -95,6 +97,9 @@ class ControllerPlugin:
             os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="torchconform-")
         self.state_dir = os.environ[STATE_ENV]
         self._register_sinks()
+        # Failures a declared trait may explain wait here for one rerun with the trait off at
+        # the end (collectors/traitrerun.py), out of the per-test path.
+        self.traits = TraitAttribution(self.profile, settings.trait_reruns)
 
     def _profile_label(self) -> str:
         if self.device == "refdev" or self.profile.name == "refdev":
@@ -141,6 +146,9 @@ class ControllerPlugin:
             "torch_git": torch_git,
             "branch": branch,
             "commit": commit,
+            # what the gate compares: a trait-explained failure is a regression only when the
+            # trait itself changed between baseline and build (ci/gate.py)
+            "declared_traits": declared_traits(self.profile.dtype_policy or {}),
         }
 
     @pytest.hookimpl(tryfirst=True)
@@ -171,7 +179,12 @@ class ControllerPlugin:
             for nodeid in list(self.pending):
                 state = self.pending.pop(nodeid)
                 self._finish(nodeid, state, interrupted=True)
+            self.flush()   # what finished reaches the sinks before the (slow) trait rerun
+            for o in self.traits.resolve(self.config, INTERRUPTED.is_set(), self.settings.timeout):
+                self._append(o)
             self.flush()
+            if self.traits.stats["candidates"]:
+                self.run["trait_reruns"] = dict(self.traits.stats)
             self.run.update(end_time=_now(), exitstatus=int(exitstatus), total=self.total, outcomes=dict(self.counts))
             self.config.hook.pytest_torchconform_run_end(config=self.config, run=self.run, exitstatus=int(exitstatus))
         for signum, handler in self._old_signals.items():
@@ -240,6 +253,8 @@ class ControllerPlugin:
                 state["info"] = tc["info"]
             if "fallback_ops" in tc:
                 state["fallback_ops"] = tc["fallback_ops"]
+            if "mismatch" in tc:
+                state["mismatch"] = tc["mismatch"]
             verdict = tc.get("verdict")
             if verdict is None and not tc and not report.passed:
                 # A report the worker side did not classify (plugin inactive there).
@@ -264,13 +279,15 @@ class ControllerPlugin:
                 message=f"collection error: {v.message or bound_message(text)}", repro=self._repro(report.nodeid),
             ))
 
-    def _repro(self, nodeid: str, path: str = "", op: str = "") -> str:
+    def _node_path(self, nodeid: str, path: str = "") -> str:
+        """The node id with its file as an absolute path (a rerun's argument)."""
         file, sep, rest = nodeid.partition("::")
         if path:  # the worker knows where the file really is
-            path = path + sep + rest
-        else:
-            path = nodeid if os.path.isabs(file) else os.path.join(str(self.config.rootpath), nodeid)
-        parts = [sys.executable, "-m", "pytest", path, "--tc-device", self.device, "--tc-profile", self.profile.path]
+            return path + sep + rest
+        return nodeid if os.path.isabs(file) else os.path.join(str(self.config.rootpath), nodeid)
+
+    def _repro(self, nodeid: str, path: str = "", op: str = "") -> str:
+        parts = [sys.executable, "-m", "pytest", self._node_path(nodeid, path), "--tc-device", self.device, "--tc-profile", self.profile.path]
         # The ops suite instantiates only its selection: name the op so the test exists and loads fast.
         if op and self.run.get("suite") == "ops":
             parts += ["--tc-ops", op]
@@ -301,7 +318,9 @@ class ControllerPlugin:
             duration=round(state["duration"], 6), message=verdict.get("message", "") or "",
             repro=self._repro(nodeid, info.get("path", ""), info.get("op", "")),
         )
-        self._append(o)
+        o = self.traits.take(o, state.get("mismatch"), self._node_path(nodeid, info.get("path", "")))
+        if o is not None:  # else held for the trait rerun at the end
+            self._append(o)
 
     def _append(self, o: Outcome):
         self.buffer.append(o)

@@ -43,6 +43,12 @@ INTERRUPTED_MESSAGE = "run interrupted before the test finished"
 # it (collectors/devicecheck.py), so it says nothing about the device.
 HOST_ONLY = "host_only"
 
+# The kind of a ``fail`` that a trait the backend declares explains (``trait:float64_as_float32``:
+# a float64 result that overflowed float32's range), verified by a rerun with the trait off
+# or by the documented rule (collectors/traitfail.py).  Still a failure, counted apart.
+TRAIT_KIND_PREFIX = "trait:"
+_TRAIT_KIND = re.compile(r"^trait:[a-z][a-z0-9_]*$")
+
 PASSED = frozenset({PASS, PASS_FALLBACK})
 # Outcomes of a test that ran to the end without failing: PASSED plus an unexpected pass.
 PASSING = frozenset({PASS, PASS_FALLBACK, XPASS})
@@ -100,9 +106,10 @@ def check_outcome(outcome: str, kind: str) -> None:
     if outcome == SKIP_BACKEND:
         if kind not in BACKEND_SKIP_KINDS:
             raise ValueError(f"skip_backend needs a kind from {', '.join(BACKEND_SKIP_KINDS)}, got {kind!r}")
-    elif kind and not (outcome == PASS and kind == HOST_ONLY):
-        raise ValueError(f"kind {kind!r} is only meaningful for skip_backend (and {HOST_ONLY} for pass), "
-                         f"not {outcome}")
+    elif kind and not (outcome == PASS and kind == HOST_ONLY) \
+            and not (outcome == FAIL and _TRAIT_KIND.match(kind)):
+        raise ValueError(f"kind {kind!r} is only meaningful for skip_backend (and {HOST_ONLY} for pass, "
+                         f"{TRAIT_KIND_PREFIX}<name> for fail), not {outcome}")
 
 
 @dataclass

@@ -28,6 +28,9 @@ OPTIONS = {
     "tc_shard": ("--tc-shard", "TORCHCONFORM_SHARD", "shard label recorded with the run (e.g. 1/4)"),
     "tc_branch": ("--tc-branch", "TORCHCONFORM_BRANCH", "source branch recorded with the build (default: GitHub's or git's)"),
     "tc_commit": ("--tc-commit", "TORCHCONFORM_COMMIT", "source commit recorded with the build (default: GitHub's or git's)"),
+    "tc_trait_reruns": ("--tc-trait-reruns", "TORCHCONFORM_TRAIT_RERUNS",
+                        "at most N failures a declared trait may explain are rerun with the trait off at the end "
+                        "(default 200; 0: none; docs/classification.md)"),
 }
 
 # Skiplists apply in every run that loads this plugin (``--tc-skiplist``); the

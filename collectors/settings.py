@@ -25,6 +25,8 @@ class Settings:
     shard: str = ""
     branch: str = ""
     commit: str = ""
+    # failures a declared trait may explain, rerun with the trait off at the session's end
+    trait_reruns: int = 200
 
 
 def default_build_name(device: str, profile: str, now: _dt.datetime | None = None) -> str:
@@ -97,9 +99,13 @@ def settings_from(config, namespace=None) -> Settings:
         timeout = float(get("tc_timeout") or 0)
     except ValueError:
         raise UserError(f"--tc-timeout {get('tc_timeout')!r} is not a number; give seconds, e.g. --tc-timeout 300")
+    raw = get("tc_trait_reruns") or "200"
+    if not raw.isdigit():
+        raise UserError(f"--tc-trait-reruns {raw!r} is not a count; give a whole number, e.g. --tc-trait-reruns 200 "
+                        "(0: rerun none)")
     return Settings(
         device=device, profile=profile, backend_module=get("tc_backend_module"),
         build=get("tc_build"), junit=get("tc_junit"), jsonl=get("tc_jsonl"), db=get("tc_db"),
         timeout=timeout, suite=get("tc_suite"), selection=get("tc_selection"), ops=get("tc_ops"),
-        shard=get("tc_shard"), branch=get("tc_branch"), commit=get("tc_commit"),
+        shard=get("tc_shard"), branch=get("tc_branch"), commit=get("tc_commit"), trait_reruns=int(raw),
     )

@@ -16,8 +16,9 @@ from torchconform.collectors.classify import (
     DTYPE_PREFIX, SKIPLIST_PREFIX, Verdict, classify_exception, classify_text,
 )
 from torchconform.collectors.devicecheck import DeviceCheck
-from torchconform.collectors.outcome import HOST_ONLY, PASS, XFAIL, XPASS, bound_message, replace_surrogates
+from torchconform.collectors.outcome import FAIL, HOST_ONLY, PASS, XFAIL, XPASS, bound_message, replace_surrogates
 from torchconform.collectors.testinfo import item_info
+from torchconform.collectors.traitfail import parse_mismatch
 from torchconform.collectors.watchdog import STATE_ENV, Watchdog
 from torchconform.skiplists.entries import ref_from_message
 
@@ -173,6 +174,13 @@ class WorkerPlugin:
                 tc["verdict"].update(kind=HOST_ONLY, message=verdict.message or f"{HOST_ONLY}: {touch.how}")
             if not report.passed:
                 self._memory.pop(item.nodeid, None)  # a failed test's traceback still holds its tensors
+            if verdict is not None and verdict.outcome == FAIL:
+                # A closeness failure's statistics, for the controller's trait attribution
+                # (collectors/traitfail.py); only failures pay for reading the chain.
+                exc = call.excinfo.value if call.excinfo is not None else None
+                mismatch = parse_mismatch(_chain_text(exc) if exc is not None else str(report.longrepr))
+                if mismatch is not None:
+                    tc["mismatch"] = mismatch
         report.tc = tc
         return report
 

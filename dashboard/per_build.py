@@ -35,14 +35,15 @@ class BuildResult:
 
 def merge_breakdowns(build: str, parts) -> dict:
     """One breakdown from breakdowns of disjoint parts of a build (collectors.breakdown shape)."""
-    outcomes, kinds, missing_ops = Counter(), Counter(), Counter()
+    outcomes, kinds, missing_ops, fail_kinds = Counter(), Counter(), Counter(), Counter()
     host_only = 0
     for b in parts:
         outcomes.update(b["outcomes"])
         kinds.update(b["backend_skip_kinds"])
         missing_ops.update({m["op"]: m["tests"] for m in b["missing_ops"]})
         host_only += b["pass_kinds"]["host_only"]
-    return make_breakdown(build, outcomes, kinds, missing_ops, host_only)
+        fail_kinds.update(b.get("fail_kinds") or {})
+    return make_breakdown(build, outcomes, kinds, missing_ops, host_only, fail_kinds)
 
 
 def _by_rows(by: dict) -> list[dict]:

@@ -17,9 +17,9 @@ from typing import Iterator
 
 from sqlalchemy import and_, func, select
 
-from torchconform.collectors.breakdown import make_breakdown
+from torchconform.collectors.breakdown import breakdown_of_counts
 from torchconform.collectors.outcome import (
-    CRASH, ERROR, FAIL, FAILED, HOST_ONLY, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TIMEOUT, Outcome,
+    CRASH, ERROR, FAIL, FAILED, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TIMEOUT, Outcome,
 )
 from torchconform.config import mask_password
 from torchconform.db.models import DONE_STATES, builds, results, runs, tests
@@ -161,17 +161,7 @@ def latest_build(store, branch: str | None = None, device: str | None = None,
 
 # -- breakdowns ------------------------------------------------------------------------------
 def _assemble(build: str, rows) -> dict:
-    outcome_counts, kind_counts, missing = Counter(), Counter(), Counter()
-    host_only = 0
-    for outcome, kind, missing_op, n in rows:
-        outcome_counts[outcome] += n
-        if outcome == SKIP_BACKEND:
-            kind_counts[kind] += n
-            if kind == MISSING_OP and missing_op:
-                missing[missing_op] += n
-        elif kind == HOST_ONLY:
-            host_only += n
-    return make_breakdown(build, outcome_counts, kind_counts, missing, host_only)
+    return breakdown_of_counts(build, rows)
 
 
 def summary(store, build: str) -> dict:

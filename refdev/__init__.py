@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from torchconform.errors import UserError
 from torchconform.refdev import profiles
+from torchconform.skiplists.yamlpos import load_data
 
 NAME_ENV = "TORCHCONFORM_REFDEV_NAME"
 PROFILE_ENV = "TORCHCONFORM_REFDEV_PROFILE"
@@ -179,6 +180,27 @@ def declared_downcast() -> dict:
     if profile.traits["float64_as_float32"]:
         return {"float64": "float32", "complex128": "complex64"}
     return {}
+
+
+def trait_off_env(trait: str, folder: str) -> dict | None:
+    """The environment of a process whose refdev runs with boolean ``trait`` switched off:
+    ``$TORCHCONFORM_REFDEV_PROFILE`` naming a copy of the active profile (written into
+    ``folder``) that differs only in that trait (the backend profile's ``trait_off`` hook,
+    which verifies that a declared trait explains a failure).  None for a trait refdev
+    cannot switch off (a list trait, an unknown name)."""
+    import yaml
+
+    profile = _loaded.resolved.profile if _loaded else profiles.load_profile(os.environ.get(PROFILE_ENV))
+    if not isinstance(profiles.TRAITS.get(trait), bool):
+        return None
+    data = load_data(profile.path) or {}
+    # Same name (a missing share's salt, messages), same operators: only the trait differs.
+    data.setdefault("name", profile.name)
+    data["traits"] = dict(data.get("traits") or {}, **{trait: False})
+    path = os.path.join(folder, os.path.basename(profile.path))
+    with open(path, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(data, fh, sort_keys=False)
+    return {PROFILE_ENV: path}
 
 
 def fallback_counts() -> dict[str, int]:

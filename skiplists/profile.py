@@ -34,7 +34,7 @@ GENERIC_FALLBACK = [
 _KNOWN_KEYS = {
     "name", "device", "backend_module", "setup", "compile_backend", "backend_names",
     "missing_op_patterns", "fallback_patterns", "unsupported_dtype_patterns", "not_executed_patterns",
-    "fallback_counter", "fallback_reset", "dtype_policy", "worker_env", "env", "description",
+    "fallback_counter", "fallback_reset", "dtype_policy", "worker_env", "env", "description", "trait_off",
 }
 
 
@@ -65,6 +65,10 @@ class BackendProfile:
     # downcast_tolerances (default true) compares at the downcast dtype's tolerances.
     dtype_policy: dict = field(default_factory=dict)
     worker_env: str = ""               # variable pinning an xdist worker to one device index
+    # "module:function" (trait, folder) -> {env var: value} for a process in which the backend
+    # runs with that trait switched off (refdev: a derived refdev profile); what verifies that
+    # a declared trait explains a failure (collectors/traitfail.py).  Empty: attribution by rule.
+    trait_off: str = ""
     env: dict = field(default_factory=dict)  # extra environment set before the backend loads
     description: str = ""
     path: str = ""

@@ -31,8 +31,9 @@ def test_run_json_contract(cli_run):
     tmp, _, proc = cli_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(proc.stdout)  # stdout is only the JSON; progress went to stderr
-    assert set(data) == {"build", "total", "outcomes", "pass_kinds", "backend_skip_kinds", "missing_ops", "complete",
-                         "unfinished_runs"}
+    assert set(data) == {"build", "total", "outcomes", "pass_kinds", "backend_skip_kinds", "missing_ops", "fail_kinds",
+                         "complete", "unfinished_runs"}
+    assert data["fail_kinds"] == {}   # no float64 test here: nothing a declared trait explains
     assert data["build"] == "cli-build"
     assert data["complete"] is True and data["unfinished_runs"] == []
     # add, cdist, cumsum x (compare_cpu, compare_cpu_grad, compile) in float32
@@ -88,4 +89,28 @@ def test_user_errors_are_one_line(tmp_path, args, needle):
     assert proc.returncode == 2, (proc.stdout, proc.stderr[-2000:])
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("torchconform: error: ") and needle in last
+    assert proc.stderr.count(needle) == 1  # said once, even when pytest found it
     assert proc.stdout == ""
+
+
+def test_a_bad_skiplist_is_one_line_before_anything_runs(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("backend: refdev\nentries:\n  - id: x\n    match: {op: [}\n")
+    proc = tc("run", "--no-db", "--ops", "abs", "-n", "0", "--skiplist", bad, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"torchconform: error: {bad}:4: invalid YAML: expected the node "
+                                                "content, but found '}'; fix the syntax"]
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(cli_run):
+    """`summary --json | head -1`: no BrokenPipeError traceback, the status of a SIGPIPE death."""
+    import signal
+
+    tmp, db, _ = cli_run
+    proc = subprocess.Popen([*TC, "summary", "--build", "cli-build", "--json", "--db", str(db)], cwd=tmp,
+                            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"{"
+    proc.stdout.close()  # the reader goes away with the rest of the JSON unread
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 128 + signal.SIGPIPE
+    assert err == ""

@@ -24,6 +24,23 @@ import sys
 import threading
 
 PR_SET_PDEATHSIG = 1
+
+# Settings of the *original* run that must not leak into a rerun of some of its tests (the
+# gate's flaky confirmation, the trait reruns): a rerun streaming into the store under its
+# own build name, or appending to the original JSONL/JUnit files, would corrupt the build
+# being judged; a rerun sharing the run's watchdog folder would leave its markers there.
+# Likewise xdist's worker variables: a child that believes it is an xdist worker never
+# writes the controller's JSON lines.
+SCRUBBED_ENV = ("TORCHCONFORM_DB", "TORCHCONFORM_BUILD", "TORCHCONFORM_JUNIT", "TORCHCONFORM_JSONL",
+                "TORCHCONFORM_SHARD", "TORCHCONFORM_STATE_DIR", "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST")
+SCRUBBED_PREFIXES = ("PYTEST_XDIST_",)
+
+
+def rerun_env(extra: dict[str, str]) -> dict[str, str]:
+    """This process's environment less SCRUBBED_ENV / SCRUBBED_PREFIXES, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV and not k.startswith(SCRUBBED_PREFIXES)}
+    env.update(extra)
+    return env
 # Seconds a child gets to end its run after a forwarded signal before it is killed.
 GRACE_SECONDS = 20.0
 

@@ -32,7 +32,8 @@ def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], ge
     b = build.summary
     outcomes = Table(base + "outcomes", ["outcome", "count"], title="Outcomes")
     outcomes.rows = [[o, b["outcomes"][o]] for o in OUTCOMES] + \
-                    [[f"skip_backend/{k}", b["backend_skip_kinds"][k]] for k in BACKEND_SKIP_KINDS]
+                    [[f"skip_backend/{k}", b["backend_skip_kinds"][k]] for k in BACKEND_SKIP_KINDS] + \
+                    [[f"fail/{k}", n] for k, n in sorted((b.get("fail_kinds") or {}).items())]
     suites = _by_table(base + "suites", "Per suite", "suite", by_suite)
     files = _by_table(base + "files", "Per test file", "file", by_file)
     missing = Table(base + "top-missing", ["operator", "tests blocked"], title="Top missing operators")

@@ -253,25 +253,19 @@ def resumable_build_id(store, build: str) -> int:
 
 @contextlib.contextmanager
 def resuming(args, build: str, db: str | None):
-    """With --resume: hold the build's lock for this suite and shard while the run goes
-    (two resumes of the same tests never write at once, here or on another machine),
-    and once a run has covered the rest mark the earlier unfinished runs ``resumed``."""
+    """With --resume: the sweep's hold on this suite and shard of the build (lock, then the
+    interrupted runs marked ``resumed`` once a run has covered the rest)."""
     if not args.resume:
         yield
         return
-    from torchconform.db import locks
     from torchconform.db.store import open_store
-    from torchconform.sweep.pytest_driver import finished_since, last_run
+    from torchconform.sweep.pytest_driver import holding_shard
 
     store = open_store(db, create=False)
     try:
         resumable_build_id(store, build)
-        label = shard_label(args.shard, args.shards)
-        with locks.held(store, build, locks.holder_name(args.suite, args.shard, args.shards)) as lock:
-            before = last_run(store, lock.build_id)
+        with holding_shard(store, build, args.suite, args.shard, args.shards):
             yield
-            if finished_since(store, lock.build_id, args.suite, label, before):
-                store.mark_resumed(build, args.suite, shard=label or None)
     finally:
         store.close()
 

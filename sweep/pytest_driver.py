@@ -14,6 +14,7 @@ the run ``interrupted``).
 """
 from __future__ import annotations
 
+import contextlib
 import subprocess
 
 from sqlalchemy import func, select
@@ -42,12 +43,12 @@ def stored_results(store, build: str, suite: str, shard: int, shards: int) -> in
     return sum(n for label, n in rows if _overlap(label, mine))
 
 
-def last_run(store, build_id: int) -> int:
+def _last_run(store, build_id: int) -> int:
     with store.read() as conn:
         return conn.execute(select(func.max(runs.c.id)).where(runs.c.build_id == build_id)).scalar_one() or 0
 
 
-def finished_since(store, build_id: int, suite: str, label: str, after: int) -> bool:
+def _finished_since(store, build_id: int, suite: str, label: str, after: int) -> bool:
     """Whether the newest run of this shard, started after run ``after``, ran all it planned."""
     with store.read() as conn:
         status = conn.execute(select(runs.c.status).where(
@@ -56,29 +57,38 @@ def finished_since(store, build_id: int, suite: str, label: str, after: int) -> 
     return status == FINISHED
 
 
+@contextlib.contextmanager
+def holding_shard(store, build: str, suite: str, shard: int, shards: int):
+    """Hold ``build``'s lock for this suite and shard while the block runs (two runs of the
+    same tests never write at once, here or on another machine); when a run started in the
+    block finished, the shard's earlier unfinished runs become ``resumed``."""
+    label = shard_label(shard, shards)
+    with locks.held(store, build, locks.holder_name(suite, shard, shards)) as lock:
+        before = _last_run(store, lock.build_id)
+        yield lock
+        if _finished_since(store, lock.build_id, suite, label, before):
+            store.mark_resumed(build, suite, shard=label or None)
+
+
 def run_pytest_sweep(cmd: list[str], build: str, suite: str, shard: int, shards: int, resume: bool,
                      db: str | None) -> int:
     """Run ``cmd`` (a ``torchconform run`` command line) as this shard's sweep; its exit status."""
     from torchconform.db.store import open_store
 
-    label = shard_label(shard, shards)
     store = open_store(db_url(db))
     try:
-        with locks.held(store, build, locks.holder_name(suite, shard, shards)) as lock:
+        with holding_shard(store, build, suite, shard, shards) as lock:
             if not resume:
                 n = stored_results(store, build, suite, shard, shards)
                 if n:
+                    label = shard_label(shard, shards)
                     where = f" for shard {label}" if label else ""
                     raise UserError(f"build {build!r} already has {n} results of the {suite} suite{where}; pass "
                                     "--resume to finish the build or choose another --build name")
-            before = last_run(store, lock.build_id)
             proc = subprocess.Popen(cmd, preexec_fn=die_with_parent)
             # Taken over (this process stalled past the stale limit): the new holder writes now.
             lock.on_lost = proc.terminate
             with forward_signals(proc):
-                rc = proc.wait()
-            if finished_since(store, lock.build_id, suite, label, before):
-                store.mark_resumed(build, suite, shard=label or None)
-            return rc
+                return proc.wait()
     finally:
         store.close()

@@ -152,7 +152,7 @@ def measure_placeholder_outputs() -> dict:
 
 
 class _ConversionFailure(RuntimeError):
-    pass
+    """Raised by the deliberately failing compile backend: what a conversion error looks like."""
 
 
 def _failing_backend(gm, example_inputs):

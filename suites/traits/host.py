@@ -67,26 +67,23 @@ def _ranges(numbers) -> str:
     return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in out)
 
 
-def _status_field(name: str) -> str:
+def _proc_value(path: str, prefix: str) -> str:
+    """The value after ':' on the first line of ``path`` starting with ``prefix`` (case
+    ignored); "" where the file is unreadable (not Linux) or has no such line."""
     try:
-        with open("/proc/self/status", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith(name + ":"):
-                    return line.split(":", 1)[1].strip()
+        with open(path, encoding="utf-8") as f:
+            return next((line.split(":", 1)[1].strip() for line in f
+                         if line.lower().startswith(prefix.lower())), "")
     except OSError:
-        pass
-    return ""
+        return ""
+
+
+def _status_field(name: str) -> str:
+    return _proc_value("/proc/self/status", name + ":")
 
 
 def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return _proc_value("/proc/cpuinfo", "model name") or platform.processor() or platform.machine()
 
 
 def _memory_policy() -> str:

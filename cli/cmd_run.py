@@ -30,7 +30,7 @@ def register(subparsers):
                               description="Run a torchconform suite under pytest with the torchconform plugin.")
     p.add_argument("--suite", default="ops",
                    help="suite to run (default: ops), or all: the suite set 'all' of suites/sets.yaml (traits, ops full, modules "
-                        "full, upstream when --pytorch-src is given, models full) as runs of one build")
+                        "full, upstream when --pytorch-src is given, models full, distributed full) as runs of one build")
     p.add_argument("--suite-set", default=None, metavar="NAME|PATH",
                    help="run a suite set (a name of suites/sets.yaml, or a YAML file of that shape) into one build")
     p.add_argument("--shards", type=int, default=1,
@@ -57,6 +57,8 @@ def register(subparsers):
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     p.add_argument("--pytorch-src", default=None, help="upstream suite: PyTorch source checkout ($TORCHCONFORM_PYTORCH_SRC)")
     p.add_argument("--files", default=None, help="upstream suite: comma-separated test files (e.g. test_ops,test_nn)")
+    p.add_argument("--world-size", type=int, default=None, metavar="N",
+                   help="distributed suite: ranks per test (default 2, $TORCHCONFORM_WORLD_SIZE)")
     p.add_argument("--skiplist", action="append", default=[], metavar="PATH",
                    help="apply this skiplist YAML (repeatable; none by default), e.g. skiplists/refdev/young-backend.yaml")
     p.add_argument("--skiplist-audit", action="store_true",
@@ -206,6 +208,18 @@ def run_suite(args) -> int:
         os.environ["TORCHCONFORM_PYTORCH_SRC"] = os.path.abspath(args.pytorch_src)
     if args.files:
         os.environ["TORCHCONFORM_UPSTREAM_FILES"] = args.files
+    if args.world_size is not None:
+        from torchconform.suites.distributed.launch import WORLD_SIZE_ENV
+
+        if args.world_size < 2:
+            raise UserError(f"--world-size {args.world_size} is not a world size; use 2 or more ranks")
+        from torchconform.skiplists.profile import load_profile
+
+        ranks = load_profile(args.profile or args.device).distributed["ranks_per_host"]
+        if ranks and args.world_size > ranks:
+            raise UserError(f"--world-size {args.world_size} is more ranks than one {args.device} host runs "
+                            f"({ranks}, the profile's distributed.ranks_per_host); use at most {ranks}")
+        os.environ[WORLD_SIZE_ENV] = str(args.world_size)
     build = args.build or default_build_name(args.device, _profile_label(args))
     if args.jsonl:
         jsonl = os.path.abspath(args.jsonl)

@@ -28,7 +28,8 @@ from collections import Counter
 from typing import Iterable
 
 from torchconform.collectors.outcome import (
-    BACKEND_SKIP_KINDS, CRASH, ERROR, FAIL, HOST_ONLY, MISSING_OP, OUTCOMES, PASS, PASS_FALLBACK,
+    BACKEND_SKIP_KINDS, CRASH, DISTRIBUTED_SKIP_KINDS, ERROR, FAIL, HOST_ONLY, MISSING_OP, OUTCOMES, PASS,
+    PASS_FALLBACK,
     SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, TRAIT_KIND_PREFIX, XFAIL, XPASS, Outcome,
 )
 from torchconform.procs import describe_exit
@@ -109,7 +110,10 @@ def format_breakdown(b: dict, top: int = 10) -> str:
         f"    backend-specific     {backend:>8}",
     ]
     for kind in BACKEND_SKIP_KINDS:
-        lines.append(f"      {kind:<18} {b['backend_skip_kinds'][kind]:>8}")
+        # the distributed suite's kinds only where it met them: most builds have none
+        if kind in DISTRIBUTED_SKIP_KINDS and not b["backend_skip_kinds"][kind]:
+            continue
+        lines.append(f"      {kind:<20} {b['backend_skip_kinds'][kind]:>6}")
     lines.append(f"  expected failures {o[XFAIL]}, unexpected passes {o[XPASS]}")
     if b["missing_ops"]:
         lines.append("  top missing operators (tests blocked):")

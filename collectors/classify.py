@@ -21,8 +21,8 @@ import traceback
 from dataclasses import dataclass
 
 from torchconform.collectors.outcome import (
-    CRASH, ERROR, FAIL, MISSING_OP, NOT_EXECUTED, PASS, SKIP_BACKEND, SKIP_ELIGIBILITY, SKIPLIST,
-    TIMEOUT, UNSUPPORTED_DTYPE, XFAIL, XPASS, bound_message,
+    CRASH, ERROR, FAIL, MISSING_C10D_BACKEND, MISSING_COLLECTIVE, MISSING_DEVICE_API, MISSING_OP, NOT_EXECUTED,
+    PASS, SKIP_BACKEND, SKIP_ELIGIBILITY, SKIPLIST, TIMEOUT, UNSUPPORTED_DTYPE, XFAIL, XPASS, bound_message,
 )
 
 # Prefixes torchconform puts on the skips it makes itself, so that the reason
@@ -31,8 +31,14 @@ SKIPLIST_PREFIX = "torchconform skiplist:"
 DTYPE_PREFIX = "torchconform unsupported dtype:"
 NOT_EXECUTED_PREFIX = "torchconform not executed:"
 TIMEOUT_PREFIX = "torchconform timeout:"
+# The distributed suite's: a rank process that died (a crash of that test), and what the
+# device lacks before any collective runs ("...: <name> <why>", the name first).
+CRASH_PREFIX = "torchconform crash:"
+C10D_BACKEND_PREFIX = "torchconform missing c10d backend:"
+DEVICE_API_PREFIX = "torchconform missing device api:"
 
-_CRASH = re.compile(r"worker '?[\w-]+'? crashed while running|Fatal Python error: (Segmentation fault|Aborted)"
+_CRASH = re.compile(re.escape(CRASH_PREFIX) + r"|worker '?[\w-]+'? crashed while running"
+                    r"|Fatal Python error: (Segmentation fault|Aborted)"
                     r"|(?:^|\n)\s*(?:Segmentation fault|Aborted)(?: \(core dumped\))?\s*$")
 _TIMEOUT = re.compile(re.escape(TIMEOUT_PREFIX) + r"|\bTestTimeout\b|^Timeout\b|Failed: Timeout >")
 _UNEXPECTED_SUCCESS = re.compile(r"\bUnexpected success\b|\[XPASS\(strict\)\]")
@@ -126,6 +132,16 @@ def _special(text: str, profile, status: str) -> Verdict | None:
                 line = bound_message(text[idx:])
                 return Verdict(SKIP_BACKEND, kind=kind, message=line,
                                skiplist_entry=_skiplist_entry(line) if kind == SKIPLIST else "")
+        for prefix, kind in ((C10D_BACKEND_PREFIX, MISSING_C10D_BACKEND), (DEVICE_API_PREFIX, MISSING_DEVICE_API)):
+            idx = text.find(prefix)
+            if idx >= 0:
+                line = bound_message(text[idx:])
+                name = line[len(prefix):].split()[:1]
+                return Verdict(SKIP_BACKEND, kind=kind, missing_op=name[0] if name else "", message=line)
+    collective = profile.find_missing_collective(text)
+    if collective:
+        return Verdict(SKIP_BACKEND, kind=MISSING_COLLECTIVE, missing_op=collective,
+                       message=_collective_line(text, profile, collective))
     ops = profile.find_missing_ops(text)
     if ops:
         return Verdict(SKIP_BACKEND, kind=MISSING_OP, missing_op=ops[0], message=_line_with_op(text, ops[0]))
@@ -150,6 +166,14 @@ def _line_with(text: str, rx: re.Pattern) -> str:
     m = rx.search(text)
     start = text.rfind("\n", 0, m.start()) + 1 if m else 0
     return bound_message(text[start:])
+
+
+def _collective_line(text: str, profile, collective: str) -> str:
+    """The line saying the collective is missing (the profile's recognisers find it)."""
+    for line in text.splitlines():
+        if profile.find_missing_collective(line):
+            return bound_message(line.lstrip("E").strip())
+    return bound_message(f"missing collective {collective}")
 
 
 def _line_with_op(text: str, op: str) -> str:

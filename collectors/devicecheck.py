@@ -39,6 +39,27 @@ class Memory:
     leaks: dict = field(default_factory=dict)     # the device module's leak_counts() then
 
 
+# What processes a test started said of the device (the distributed suite's ranks run
+# the test's work; the test process itself never touches the device): watch() clears
+# it when a test starts and reads it when it ends.
+_elsewhere: list[bool] = []
+
+
+def report_touch_elsewhere(touched: bool | None) -> None:
+    """For a test whose work ran in other processes: whether they touched the device
+    (each measured its own with ``DeviceCheck.watch``; None: they could not tell)."""
+    if touched is not None:
+        _elsewhere.append(bool(touched))
+
+
+def _with_elsewhere(touch: Touch) -> None:
+    if _elsewhere:
+        touch.touched = any(_elsewhere) or bool(touch.touched)
+        if not touch.touched:
+            touch.how += " (nor in the processes the test started)"
+        _elsewhere.clear()
+
+
 class DeviceCheck:
     """Both questions for one device type; resolved once (getattr), cheap per test."""
 
@@ -80,6 +101,7 @@ class DeviceCheck:
     def watch(self):
         """Around a test body; the yielded Touch is filled in on exit."""
         touch = Touch()
+        _elsewhere.clear()
         if self._stats is not None:
             # Any device tensor, however small and even if freed at once, is an
             # allocation request; a test of the device that allocates nothing on it
@@ -92,6 +114,7 @@ class DeviceCheck:
                 if before is not None and after is not None:
                     touch.touched = after != before
                     touch.how = f"no {self.device_type} allocation during the test"
+                _with_elsewhere(touch)
         elif self._probe is not None:
             probe = self._probe(self.device_type)
             try:
@@ -100,8 +123,12 @@ class DeviceCheck:
             finally:
                 touch.touched = probe.seen
                 touch.how = f"no operator saw a {self.device_type} tensor during the test"
+                _with_elsewhere(touch)
         else:
-            yield touch
+            try:
+                yield touch
+            finally:
+                _with_elsewhere(touch)
 
     # -- leaks --------------------------------------------------------------------------
     def _total(self) -> int | None:

@@ -32,8 +32,17 @@ MISSING_OP = "missing_op"
 SKIPLIST = "skiplist"
 UNSUPPORTED_DTYPE = "unsupported_dtype"
 NOT_EXECUTED = "not_executed"
+# The distributed suite's: what the device lacks for a distributed API, named in
+# ``missing_op`` (docs/classification.md): a collective of its c10d backend
+# (all_to_all), a c10d backend for the device type (the device type), a device-module
+# attribute the APIs need (torch.<device>.Stream).
+MISSING_COLLECTIVE = "missing_collective"
+MISSING_C10D_BACKEND = "missing_c10d_backend"
+MISSING_DEVICE_API = "missing_device_api"
 
-BACKEND_SKIP_KINDS = (MISSING_OP, SKIPLIST, UNSUPPORTED_DTYPE, NOT_EXECUTED)
+DISTRIBUTED_SKIP_KINDS = (MISSING_COLLECTIVE, MISSING_C10D_BACKEND, MISSING_DEVICE_API)
+
+BACKEND_SKIP_KINDS = (MISSING_OP, SKIPLIST, UNSUPPORTED_DTYPE, NOT_EXECUTED, *DISTRIBUTED_SKIP_KINDS)
 
 # The message of a test that was running when its run was stopped (SIGTERM, Ctrl-C): a
 # placeholder, not the test's result; a resumed sweep runs such tests again.

@@ -88,6 +88,11 @@ def _innermost_name(obj) -> str:
 def item_info(item, device: str = "") -> dict:
     """File, class, name, op, variant, dtype, device of a live pytest item."""
     info = parse_test_id(item.nodeid, device)
+    # pytest-parametrized suites (distributed) name the API and dtype as ``op``/``dtype`` strings
+    params = getattr(getattr(item, "callspec", None), "params", None) or {}
+    for key in ("op", "dtype"):
+        if isinstance(params.get(key), str):
+            info[key] = params[key]
     obj = getattr(item, "obj", None)
     if obj is None:
         return info

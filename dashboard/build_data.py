@@ -24,7 +24,7 @@ import numpy as np
 
 from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, MISSING_OP, OUTCOMES, SKIP_BACKEND
 from torchconform.dashboard.pages.matrix import COUNT_NAMES   # the matrix's numbers per cell, in this order
-from torchconform.db.queries import MODELS_SUITE
+from torchconform.db.queries import DISTRIBUTED_SUITE, MODELS_SUITE
 
 # What a build reads of its results (queries.latest_rows); ``test_pk`` joins them to TestTable.
 RESULT_COLUMNS = ("test_pk", "outcome", "kind", "missing_op", "fallback_ops", "message")
@@ -103,7 +103,9 @@ class TestTable:
         models = self.levels["suite"].index(MODELS_SUITE) if MODELS_SUITE in self.levels["suite"] else -2
         self.models = self.index["suite"] == models
         no_op = self.levels["op"].index("") if "" in self.levels["op"] else -2
-        flat[(op < 0) | (op == no_op) | self.models] = -1
+        # the distributed suite's op is an API (ddp, all_reduce): its own table, not the matrix
+        apis = self.levels["suite"].index(DISTRIBUTED_SUITE) if DISTRIBUTED_SUITE in self.levels["suite"] else -2
+        flat[(op < 0) | (op == no_op) | self.models | (self.index["suite"] == apis)] = -1
         used, inverse = np.unique(flat, return_inverse=True)
         start = 1 if len(used) and used[0] < 0 else 0
         self.cell = inverse.reshape(-1) - start

@@ -22,6 +22,7 @@ _OVERLAYS = {
     "skiplist": '<path d="M2,0 V8 M6,0 V8" stroke="#555" stroke-width="1.1"/>',
     "unsupported_dtype": '<path d="M-2,6 l4,4 M0,0 l8,8 M6,-2 l4,4" stroke="#222" stroke-width="1.1"/>',
     "not_executed": '<rect x="3" y="3" width="2" height="2" fill="#fff"/>',
+    "missing_distributed": '<path d="M0,4 H8 M4,0 V8" stroke="#fff" stroke-width="1.1"/>',
     "xfail": '<rect width="4" height="4" fill="#fff" fill-opacity=".45"/><rect x="4" y="4" width="4" height="4" fill="#fff" fill-opacity=".45"/>',
 }
 
@@ -37,11 +38,13 @@ _CSS_OVERLAYS = {
     "skiplist": "repeating-linear-gradient(90deg, transparent 0 3px, rgba(0,0,0,.35) 3px 4px)",
     "unsupported_dtype": "repeating-linear-gradient(-45deg, transparent 0 3px, rgba(0,0,0,.5) 3px 4px)",
     "not_executed": "radial-gradient(rgba(255,255,255,.8) 1px, transparent 1.5px) 0 0/5px 5px",
+    "missing_distributed": "linear-gradient(rgba(255,255,255,.7) 1px, transparent 1px) 0 0/8px 8px,"
+                           " linear-gradient(90deg, rgba(255,255,255,.7) 1px, transparent 1px) 0 0/8px 8px",
     "xfail": "repeating-conic-gradient(rgba(255,255,255,.45) 0 25%, transparent 0 50%) 0 0/8px 8px",
 }
 
 # Text colour with enough contrast on each background.
-_INK = {"pass": "#fff", "not_executed": "#fff"}
+_INK = {"pass": "#fff", "not_executed": "#fff", "missing_distributed": "#fff"}
 
 
 def pattern_defs() -> Markup:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from torchconform.census import impact
 from torchconform.collectors.breakdown import make_breakdown
-from torchconform.dashboard import build_data
+from torchconform.dashboard import build_data, distributed
 from torchconform.dashboard.build_data import BuildData, TestTable
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.pages import build as build_page
@@ -74,7 +74,8 @@ def _render_one(store, queries, site, b: BuildInfo, data: BuildData, generated: 
     # every test has exactly one suite, so the per-suite breakdowns add up to the build's
     b.summary = merge_breakdowns(b.name, by_suite.values())
     encoded = search.encode_build(data, previous_pk)
-    build_page.render(site, b, _by_rows(by_suite), _by_rows(data.summary_by(queries, "file")), generated)
+    build_page.render(site, b, _by_rows(by_suite), _by_rows(data.summary_by(queries, "file")), generated,
+                      distributed.for_build(data))
     cells, numbers = data.matrix_numbers()
     matrix.render(site, b, cells, numbers, generated)
     # the leaderboard's full per-model counts come from the census and the model sets

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 # The site's pass rate is the breakdown's (and the gate's): one definition, re-exported here.
 from torchconform.collectors.breakdown import pass_rate  # noqa: F401
 from torchconform.collectors.outcome import (
-    CRASH, ERROR, FAIL, HOST_ONLY, MISSING_OP, NOT_EXECUTED, PASS, PASS_FALLBACK, SKIP_BACKEND,
+    CRASH, DISTRIBUTED_SKIP_KINDS, ERROR, FAIL, HOST_ONLY, MISSING_OP, NOT_EXECUTED, PASS, PASS_FALLBACK, SKIP_BACKEND,
     SKIP_ELIGIBILITY, SKIPLIST, TIMEOUT, UNSUPPORTED_DTYPE, XFAIL, XPASS,
 )
 
@@ -40,6 +40,8 @@ CATEGORIES = (
     Style("skiplist", "skip: skiplist entry", "#F0E442", "L", "L"),
     Style("unsupported_dtype", "skip: unsupported dtype", "#CC79A7", "D", "D"),
     Style("not_executed", "skip: not executed", "#6E6E6E", "\u2013", "N"),
+    # the distributed suite's: a collective, a c10d backend or a device-module attribute missing
+    Style("missing_distributed", "skip: missing collective / c10d backend / device API", "#882255", "K", "K"),
     Style("xfail", "expected failure / unexpected pass", "#009E73", "x", "X"),
 )
 BY_KEY = {s.key: s for s in CATEGORIES}
@@ -68,6 +70,7 @@ OUTCOME_CODES = {
     SKIP_ELIGIBILITY: "S", XFAIL: "X", XPASS: "Y",
     # skip_backend is split by kind
     MISSING_OP: "M", SKIPLIST: "L", UNSUPPORTED_DTYPE: "D", NOT_EXECUTED: "N",
+    **{kind: "K" for kind in DISTRIBUTED_SKIP_KINDS},
 }
 CODE_LABELS = {
     "P": ("pass", "pass"), "B": ("pass_fallback", "pass through CPU fallback"),
@@ -77,6 +80,7 @@ CODE_LABELS = {
     "X": ("xfail", "xfail"), "Y": ("xfail", "xpass"),
     "M": ("missing_op", "skip: missing operator"), "L": ("skiplist", "skip: skiplist"),
     "D": ("unsupported_dtype", "skip: unsupported dtype"), "N": ("not_executed", "skip: not executed"),
+    "K": ("missing_distributed", "skip: missing collective / c10d backend / device API"),
 }
 ABSENT_CODE = "."
 
@@ -108,6 +112,8 @@ def breakdown_counts(b: dict) -> list[tuple[Style, int]]:
         "skiplist": k[SKIPLIST],
         "unsupported_dtype": k[UNSUPPORTED_DTYPE],
         "not_executed": k[NOT_EXECUTED],
+        # breakdowns stored before the distributed suite have none of its kinds
+        "missing_distributed": sum(k.get(kind, 0) for kind in DISTRIBUTED_SKIP_KINDS),
         "xfail": o[XFAIL] + o[XPASS],
     }
     return [(s, int(counts[s.key])) for s in CATEGORIES]

@@ -30,6 +30,7 @@ from torchconform.errors import UserError
 # What counts as a regression from a passing baseline (the gate's default rule).
 REGRESSED = frozenset({FAIL, ERROR, CRASH, TIMEOUT})
 MODELS_SUITE = "models"
+DISTRIBUTED_SUITE = "distributed"
 LOOKUP_CHUNK = 2000
 
 

@@ -101,6 +101,10 @@ def load() -> str:
         from torchconform.refdev import compile as refdev_compile
 
         refdev_compile.register(resolved.profile.name, traits["compile_placeholder_ops"])
+        from torchconform.refdev import distributed
+
+        distributed.register(name, resolved.profile.name, resolved.profile.missing_collectives,
+                             resolved.profile.synchronous_collectives)
         _loaded = _Loaded(name, ext, resolved, devices)
         return name
 
@@ -143,9 +147,20 @@ def describe(profile: str | None = None) -> dict:
         "fallback": list(resolved.fallback),
         "missing": list(resolved.missing),
         "traits": dict(resolved.profile.traits),
+        "collectives": collectives(resolved.profile),
         "dispatch_keys": resolved.dispatch_keys(),
         "expected_traits": expected_traits(resolved),
     }
+
+
+def collectives(profile: profiles.Profile) -> dict:
+    """refccl's ground truth for a profile: the c10d backend, each collective's status,
+    and whether collectives overlap computation (refdev/distributed.py)."""
+    from torchconform.refdev.distributed import BACKEND_NAME, COLLECTIVES
+
+    return {"c10d_backend": BACKEND_NAME,
+            "status": {c: ("missing" if c in profile.missing_collectives else "implemented") for c in COLLECTIVES},
+            "synchronous": profile.synchronous_collectives}
 
 
 def _base(op: str) -> str:
@@ -169,6 +184,8 @@ def expected_traits(resolved: profiles.Resolved) -> dict:
         "placeholder_outputs.ops": sorted(_base(op) for op in traits["compile_placeholder_ops"]),
         # every kernel runs synchronously on the host: the counters never lag.
         "memory_stats.lags_without_sync": False,
+        # the distributed suite's overlap test: synchronous collectives overlap nothing
+        "overlap.overlaps": not resolved.profile.synchronous_collectives,
     }
 
 

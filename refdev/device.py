@@ -66,6 +66,69 @@ def device(dev):
         set_device(previous)
 
 
+def _device(device=None):
+    import torch
+
+    return torch.device(torch._C._get_privateuse1_backend_name(), _index(device))
+
+
+# Streams and events: PyTorch's device-generic torch.Stream / torch.Event over refdev's
+# DeviceGuardImpl (refdev.cpp).  Streams have identities and a per-thread current stream,
+# but every kernel runs synchronously on the host, so work on one stream never overlaps
+# another; events record host time, so elapsed_time() is real.
+def Stream(device=None, priority: int = 0, **kwargs):
+    import torch
+
+    return torch.Stream(device=_device(device), priority=priority)
+
+
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+    import torch
+
+    return torch.Event(device=_device(), enable_timing=enable_timing, blocking=blocking,
+                       interprocess=interprocess)
+
+
+def current_stream(device=None):
+    import torch
+
+    return torch.accelerator.current_stream(_device(device))
+
+
+def default_stream(device=None):
+    """Stream 0 of the device (refdev.cpp numbers new streams from 1)."""
+    import torch
+
+    dev = _device(device)
+    kind = torch.accelerator.current_stream(dev).device_type
+    return torch.Stream(stream_id=0, device_index=dev.index, device_type=kind)
+
+
+def set_stream(stream) -> None:
+    import torch
+
+    torch.accelerator.set_stream(stream)
+
+
+@contextlib.contextmanager
+def stream(s):
+    """Make ``s`` the current stream of its device (and that device current) inside the block."""
+    import torch
+
+    if s is None:
+        yield
+        return
+    previous_device = current_device()
+    set_device(s.device_index)
+    previous = current_stream()
+    torch.accelerator.set_stream(s)
+    try:
+        yield
+    finally:
+        torch.accelerator.set_stream(previous)
+        set_device(previous_device)
+
+
 def synchronize(device=None) -> None:
     """Every kernel runs synchronously on the host: nothing to wait for."""
     _index(device)

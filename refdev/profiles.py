@@ -79,7 +79,8 @@ NON_STRIDED = re.compile(r"sparse|^aten::quantize_per|^aten::_make_per_|^aten::t
 AUTOCAST_OPS = ("aten::addmm", "aten::baddbmm", "aten::bmm", "aten::conv1d", "aten::conv2d", "aten::conv3d",
                 "aten::linear", "aten::matmul", "aten::mm")
 FALLTHROUGH_KEYS = ("AutocastPrivateUse1",)
-_KEYS = {"name", "description", "missing", "fallback", "always_on", "traits"}
+_KEYS = {"name", "description", "missing", "fallback", "always_on", "traits", "collectives"}
+_COLLECTIVES_KEYS = {"missing", "synchronous"}
 _MISSING_KEYS = {"share_percent", "salt", "ops"}
 _FALLBACK_KEYS = {"ops"}
 # Boolean traits and list traits (defaults).  List traits:
@@ -111,6 +112,10 @@ class Profile:
     fallback_ops: list[str] = field(default_factory=list)
     always_on: list[str] = field(default_factory=list)
     traits: dict = field(default_factory=_default_traits)
+    # refccl, refdev's c10d backend (refdev/distributed.py): collectives it lacks, and
+    # whether a collective finishes before it returns (then nothing overlaps it)
+    missing_collectives: list[str] = field(default_factory=list)
+    synchronous_collectives: bool = False
 
 
 def available() -> list[str]:
@@ -200,6 +205,7 @@ def load_profile(name_or_path: str | None = None) -> Profile:
             raise _bad(path, f"trait {key!r} must be true or false")
         else:
             traits[key] = value
+    missing_collectives, synchronous = _collectives(path, data.get("collectives"))
     return Profile(
         name=str(data.get("name") or os.path.splitext(os.path.basename(path))[0]),
         path=path,
@@ -210,7 +216,28 @@ def load_profile(name_or_path: str | None = None) -> Profile:
         fallback_ops=_op_list(path, fallback.get("ops"), "fallback.ops"),
         always_on=_op_list(path, data.get("always_on"), "always_on"),
         traits=traits,
+        missing_collectives=missing_collectives,
+        synchronous_collectives=synchronous,
     )
+
+
+def _collectives(path: str, raw) -> tuple[list[str], bool]:
+    """The ``collectives`` section: ``missing`` (names of refdev.distributed.COLLECTIVES)
+    and ``synchronous`` (true or false)."""
+    from torchconform.refdev.distributed import COLLECTIVES
+
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise _bad(path, "'collectives' must be a mapping with 'missing' and 'synchronous'")
+    unknown = set(raw) - _COLLECTIVES_KEYS
+    if unknown:
+        raise _bad(path, f"unknown key(s) {', '.join(sorted(unknown))} under 'collectives'; known: missing, synchronous")
+    missing = _name_list(path, raw.get("missing"), "collectives.missing", lambda n: n in COLLECTIVES,
+                         "collective names", f"one of {', '.join(COLLECTIVES)}")
+    synchronous = raw.get("synchronous", False)
+    if not isinstance(synchronous, bool):
+        raise _bad(path, "'collectives.synchronous' must be true or false")
+    return missing, synchronous
 
 
 @functools.lru_cache(maxsize=1)

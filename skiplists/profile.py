@@ -31,11 +31,39 @@ GENERIC_FALLBACK = [
     r"and will fall back to run on the CPU",
 ]
 
+# c10d's own words for a collective a backend lacks (ProcessGroup/Backend base classes:
+# "Backend X does not support allgather"); the entry point named maps to the collective
+# it implements.  A profile adds its backend's words (refdev: refccl's).
+GENERIC_MISSING_COLLECTIVE = [
+    r"\bBackend \S+ does not support (?P<collective>\w+)",
+]
+COLLECTIVE_OF_ENTRY = {
+    "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "allgather": "all_gather",
+    "_allgather_base": "all_gather", "all_gather_single": "all_gather", "allgather_coalesced": "all_gather",
+    "allgather_into_tensor_coalesced": "all_gather", "all_gather_single_coalesced": "all_gather",
+    "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
+    "reduce_scatter_single": "reduce_scatter", "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "reduce_scatter_single_coalesced": "reduce_scatter", "alltoall": "all_to_all", "alltoall_base": "all_to_all",
+    "all_to_all_single": "all_to_all", "send": "send_recv", "recv": "send_recv", "recvAnysource": "send_recv",
+}
+
 _KNOWN_KEYS = {
     "name", "device", "backend_module", "setup", "compile_backend", "backend_names",
     "missing_op_patterns", "fallback_patterns", "unsupported_dtype_patterns", "not_executed_patterns",
     "fallback_counter", "fallback_reset", "dtype_policy", "worker_env", "env", "description", "trait_off",
+    "distributed",
 }
+
+# How a device runs distributed (the distributed suite's launcher and classifier):
+#   c10d_backend     the c10d backend of the device type ("cpu:gloo,<device>:<this>")
+#   ranks_per_host   ranks one host runs (its device count; 0: the device module's count)
+#   device_env       the variable that pins a rank to its device before the backend loads
+#                    (CUDA_VISIBLE_DEVICES, NEURON_RT_VISIBLE_CORES); "": the rank calls
+#                    torch.<device>.set_device(LOCAL_RANK % device_count()) instead
+#   missing_collective_patterns  regexes with a (?P<collective>...) group for the
+#                    backend's own "collective not implemented" messages
+DISTRIBUTED_DEFAULTS = {"c10d_backend": "", "ranks_per_host": 0, "device_env": "",
+                        "missing_collective_patterns": []}
 
 
 @dataclass
@@ -70,6 +98,7 @@ class BackendProfile:
     # a declared trait explains a failure (collectors/traitfail.py).  Empty: attribution by rule.
     trait_off: str = ""
     env: dict = field(default_factory=dict)  # extra environment set before the backend loads
+    distributed: dict = field(default_factory=lambda: dict(DISTRIBUTED_DEFAULTS))
     description: str = ""
     path: str = ""
 
@@ -79,6 +108,8 @@ class BackendProfile:
         self._dtype = [re.compile(p) for p in self.unsupported_dtype_patterns]
         self._not_executed = [re.compile(p) for p in self.not_executed_patterns]
         self._names = {n.lower() for n in self.backend_names}
+        self._collective = [re.compile(p) for p in GENERIC_MISSING_COLLECTIVE
+                            + list(self.distributed.get("missing_collective_patterns") or [])]
 
     # -- recognisers -------------------------------------------------------
     def owns_backend(self, backend: str | None) -> bool:
@@ -114,6 +145,14 @@ class BackendProfile:
                 if op not in ops:
                     ops.append(op)
         return ops
+
+    def find_missing_collective(self, text: str) -> str:
+        """The first collective the text says the backend lacks (canonical name), or ""."""
+        hits = [(m.start(), m.group("collective")) for rx in self._collective for m in rx.finditer(text or "")]
+        if not hits:
+            return ""
+        name = min(hits)[1]
+        return COLLECTIVE_OF_ENTRY.get(name, name)
 
     def matches_unsupported_dtype(self, text: str) -> bool:
         return any(rx.search(text or "") for rx in self._dtype)
@@ -179,7 +218,36 @@ def load_profile(name_or_path: str | os.PathLike) -> BackendProfile:
         data[key] = [str(x) for x in data.get(key) or []]
     data["dtype_policy"] = _dtype_policy(path, data.get("dtype_policy") or {})
     data["env"] = {str(k): str(v) for k, v in (data.get("env") or {}).items()}
+    data["distributed"] = _distributed(path, data.get("distributed") or {})
     return BackendProfile(path=str(path), **{k: v for k, v in data.items() if v is not None})
+
+
+def _distributed(path: Path, section) -> dict:
+    """The ``distributed`` section over DISTRIBUTED_DEFAULTS, checked."""
+    if not isinstance(section, dict):
+        raise UserError(f"backend profile {path}: 'distributed' must be a mapping; see skiplists/refdev/profile.yaml")
+    unknown = sorted(set(section) - set(DISTRIBUTED_DEFAULTS))
+    if unknown:
+        raise UserError(f"backend profile {path}: unknown key(s) {', '.join(unknown)} under 'distributed'; "
+                        f"allowed: {', '.join(DISTRIBUTED_DEFAULTS)}")
+    out = dict(DISTRIBUTED_DEFAULTS, **section)
+    ranks = out["ranks_per_host"]
+    if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 0:
+        raise UserError(f"backend profile {path}: distributed.ranks_per_host must be a whole number (0: the "
+                        "device count)")
+    out["c10d_backend"], out["device_env"] = str(out["c10d_backend"] or ""), str(out["device_env"] or "")
+    patterns = [str(p) for p in out["missing_collective_patterns"] or []]
+    for pattern in patterns:
+        try:
+            rx = re.compile(pattern)
+        except re.error as exc:
+            raise UserError(f"backend profile {path}: bad regex in distributed.missing_collective_patterns: "
+                            f"{pattern!r} ({exc}); fix the pattern") from None
+        if "collective" not in rx.groupindex:
+            raise UserError(f"backend profile {path}: distributed.missing_collective_patterns pattern {pattern!r} "
+                            "needs a (?P<collective>...) group")
+    out["missing_collective_patterns"] = patterns
+    return out
 
 
 def _dtype_policy(path: Path, policy) -> dict:

@@ -95,8 +95,8 @@ def test_a_plan_step_not_run_leaves_the_build_incomplete(tmp_path):
 
 
 def test_suite_set_errors_are_one_line(tmp_path):
-    assert [s.suite for s in load_set("all")[1]] == ["traits", "ops", "modules", "upstream", "models"]
-    assert [s.suite for s in load_set("quick")[1]] == ["traits", "ops", "modules", "upstream", "models"]
+    assert [s.suite for s in load_set("all")[1]] == ["traits", "ops", "modules", "upstream", "models", "distributed"]
+    assert [s.suite for s in load_set("quick")[1]] == ["traits", "ops", "modules", "upstream", "models", "distributed"]
     for text, needle in [("steps: []\n", "non-empty list"), ("steps:\n  - {suite: nope}\n", "unknown suite 'nope'"),
                          ("steps:\n  - {suite: ops, when: x}\n", "unknown key 'when'"),
                          ("steps:\n  - {suite: ops}\n  - {suite: ops}\n", "names a suite twice")]:

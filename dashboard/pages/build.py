@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from torchconform.collectors.breakdown import format_breakdown
 from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, OUTCOMES
-from torchconform.dashboard import charts
+from torchconform.dashboard import charts, distributed
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.styles import breakdown_counts, pass_rate
 from torchconform.dashboard.tables import Table
@@ -27,7 +27,9 @@ def _by_table(stem: str, title: str, key: str, rows: list[dict]) -> Table:
     return t
 
 
-def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], generated: str):
+def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], generated: str,
+           apis: list = ()):
+    """``apis``: the distributed suite's rows (distributed.for_build); its table only when there are any."""
     base = f"builds/{build.slug}/"
     b = build.summary
     outcomes = Table(base + "outcomes", ["outcome", "count"], title="Outcomes")
@@ -38,6 +40,7 @@ def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], ge
     files = _by_table(base + "files", "Per test file", "file", by_file)
     missing = Table(base + "top-missing", ["operator", "tests blocked"], title="Top missing operators")
     missing.rows = [[m["op"], m["tests"]] for m in b["missing_ops"]]
+    apis_table = distributed.table(base + "distributed", apis) if apis else None
     meta = [("build", build.name)] + [(k, build.meta.get(k)) for k in META_KEYS if build.meta.get(k)]
     extra = build.meta.get("metadata") or build.meta.get("extra") or {}
     if isinstance(extra, dict):
@@ -45,6 +48,7 @@ def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], ge
     return site.page(base + "index.html", "build.html", title=f"Build {build.name}", build=build,
                      meta=meta, bar=charts.breakdown_bar(b), counts=breakdown_counts(b),
                      breakdown_text=format_breakdown({**b, "complete": build.complete}), outcomes_table=outcomes, suites_table=suites,
-                     files_table=files, missing_table=missing,
+                     files_table=files, missing_table=missing, distributed_table=apis_table,
                      has_census=build.has_census,
-                     downloads=[outcomes, suites, files, missing], generated=generated)
+                     downloads=[outcomes, suites, files, missing] + ([apis_table] if apis_table else []),
+                     generated=generated)

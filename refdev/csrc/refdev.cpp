@@ -27,7 +27,9 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -44,6 +46,9 @@ constexpr int kMaxDevices = 16;
 // Device bookkeeping: count, current device (per thread, like CUDA), memory stats.
 static int g_device_count = 2;
 thread_local c10::DeviceIndex t_current = 0;
+// Per-thread current stream of each device (0: the default stream); new streams count up.
+thread_local std::array<c10::StreamId, kMaxDevices> t_stream{};
+std::atomic<c10::StreamId> g_next_stream{1};
 
 struct MemStats {
   std::atomic<int64_t> allocated{0};
@@ -138,24 +143,36 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
     t_current = d.index();
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override { t_current = d.index(); }
+  // Streams have identities (the default stream is id 0; torch.Stream() makes a new one)
+  // and a per-thread current stream, so stream-aware code (FSDP2, DDP, DTensor) takes its
+  // usual paths; execution is synchronous, so work on one stream never overlaps another.
   c10::Stream getStream(c10::Device d) const noexcept override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    return c10::Stream(c10::Stream::UNSAFE, norm(d), t_stream[slot(d)]);
   }
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    return c10::Stream(c10::Stream::UNSAFE, norm(d), 0);
   }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getNewStream(d, 0); }
   c10::Stream getNewStream(c10::Device d, int) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    return c10::Stream(c10::Stream::UNSAFE, norm(d), g_next_stream.fetch_add(1));
   }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override {
-    return c10::Stream(c10::Stream::DEFAULT, s.device());
+    auto old = getStream(s.device());
+    t_stream[slot(s.device())] = s.id();
+    return old;
   }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(g_device_count);
   }
-  // Execution is synchronous, so events and streams are trivially complete.
-  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
-  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  // Execution is synchronous: an event is complete when recorded, so waiting is a no-op;
+  // events keep the host time of their last record, so elapsed_time() measures real time.
+  void destroyEvent(void* e, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<std::chrono::steady_clock::time_point*>(e);
+  }
+  void record(void** e, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {
+    if (*e == nullptr) *e = new std::chrono::steady_clock::time_point();
+    *static_cast<std::chrono::steady_clock::time_point*>(*e) = std::chrono::steady_clock::now();
+  }
   void block(void*, const c10::Stream&) const override {}
   bool queryEvent(void*) const override { return true; }
   bool queryStream(const c10::Stream&) const override { return true; }
@@ -163,7 +180,17 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   void synchronizeEvent(void*) const override {}
   void synchronizeDevice(const c10::DeviceIndex) const override {}
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
-  double elapsedTime(void*, void*, const c10::DeviceIndex) const override { return 0.0; }
+  double elapsedTime(void* a, void* b, const c10::DeviceIndex) const override {
+    TORCH_CHECK(a && b, "elapsed_time needs two recorded events");
+    auto ta = *static_cast<std::chrono::steady_clock::time_point*>(a);
+    auto tb = *static_cast<std::chrono::steady_clock::time_point*>(b);
+    return std::chrono::duration<double, std::milli>(tb - ta).count();
+  }
+
+ private:
+  static size_t slot(c10::Device d) { return d.index() < 0 ? size_t(t_current) : size_t(d.index()); }
+  // "refdev" without an index means the current device, as for CUDA.
+  static c10::Device norm(c10::Device d) { return d.index() < 0 ? c10::Device(kDev, t_current) : d; }
 };
 C10_REGISTER_GUARD_IMPL(PrivateUse1, GuardImpl);
 
@@ -713,6 +740,20 @@ static void init(int count, bool f64_as_f32, bool copies_noncontiguous, bool tra
   }
 }
 
+// A CPU tensor over a device tensor's own bytes (no copy), holding the device storage
+// alive: the c10d backend hands these to gloo (refdev memory is host memory).
+static at::Tensor cpu_alias(const at::Tensor& t) {
+  TORCH_CHECK(is_ours(t), "cpu_alias needs a ", c10::get_privateuse1_backend(), " tensor, got ", t.device());
+  auto* keep = new c10::Storage(t.storage());
+  c10::DataPtr dp(keep->mutable_data(), keep, [](void* ctx) { delete static_cast<c10::Storage*>(ctx); },
+                  c10::Device(c10::DeviceType::CPU));
+  c10::Storage cpu(c10::Storage::use_byte_size_t(), keep->nbytes(), std::move(dp), nullptr, /*resizable=*/false);
+  auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(cpu), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                      t.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return out;
+}
+
 static std::unordered_map<std::string, int64_t> snapshot(std::unordered_map<std::string, int64_t>& m, bool reset) {
   std::lock_guard<std::mutex> lock(g_count_mu);
   auto out = m;
@@ -764,4 +805,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("leaked_bytes", [](int i) { check_index(i); return leaked_bytes(i); });
   // Never resets: a leak stays visible for the life of the process.
   m.def("leak_counts", [] { return snapshot(g_leak_counts, false); });
+  m.def("cpu_alias", &cpu_alias);
 }

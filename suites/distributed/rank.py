@@ -1,0 +1,133 @@
+"""One rank of a distributed test: ``python -m torchconform.suites.distributed.rank
+PROGRAM PARAMS_JSON RESULT_PATH`` with PyTorch's launcher variables set (launch.py).
+
+Sets the device up as the plugin does, joins the process group (gloo for CPU tensors,
+the profile's c10d backend for the device's), runs ``PROGRAM(ctx)`` and writes
+``{"status": "ok", "values": ...}`` or ``{"status": "error", "error": ...}`` (the
+exception chain, for the classifier) to RESULT_PATH.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+
+from torchconform.collectors.classify import C10D_BACKEND_PREFIX, DEVICE_API_PREFIX
+
+
+@dataclass
+class Context:
+    """What a program gets: its rank, the world, its device, and the profile's words."""
+    rank: int
+    world_size: int
+    device_type: str
+    device: str                      # "refdev:1", "cuda:0", "cpu"
+    params: dict = field(default_factory=dict)
+    profile: object = None
+
+    @property
+    def dtype(self):
+        import torch
+        return getattr(torch, self.params.get("dtype") or "float32")
+
+    def module(self):
+        """torch.<device> (the device module), None for cpu."""
+        import torch
+        return None if self.device_type == "cpu" else getattr(torch, self.device_type)
+
+    def need(self, *attrs: str) -> None:
+        """The device module must have ``attrs`` (a missing one is the device's gap, a backend skip)."""
+        mod = self.module()
+        if mod is None:
+            return
+        for attr in attrs:
+            if not hasattr(mod, attr):
+                raise RuntimeError(f"{DEVICE_API_PREFIX} torch.{self.device_type}.{attr} (the distributed APIs "
+                                   f"need it; the device module of {self.device_type} has no {attr})")
+
+    def tolerances(self, dtype=None) -> dict:
+        from torchconform.suites.common import tolerances
+        return tolerances(dtype or self.dtype)
+
+
+def _write(path: str, report: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(report, fh)
+    os.replace(tmp, path)
+
+
+def _backend_string(device_type: str, profile) -> str:
+    import torch.distributed as dist
+
+    if device_type == "cpu":
+        return "gloo"
+    backend = profile.distributed.get("c10d_backend") or dist.Backend.default_device_backend_map.get(device_type, "")
+    known = backend and (backend.lower() in dist.Backend.backend_list or backend.upper() in dist.Backend._plugins)
+    if not known:
+        said = f"the profile names {backend!r}, which is not registered" if backend else "none is registered"
+        raise RuntimeError(f"{C10D_BACKEND_PREFIX} {device_type} (no c10d backend for this device type: {said}; "
+                           f"register one with torch.distributed.Backend.register_backend(..., devices=[{device_type!r}]))")
+    return f"cpu:gloo,{device_type}:{backend}"
+
+
+def _setup() -> Context:
+    from torchconform.collectors.device import setup_device
+    from torchconform.skiplists.profile import load_profile
+
+    device_type = os.environ.get("TORCHCONFORM_DEVICE") or "cpu"
+    profile = load_profile(os.environ.get("TORCHCONFORM_PROFILE") or device_type)
+    setup_device(device_type, profile, os.environ.get("TORCHCONFORM_BACKEND_MODULE", ""))
+    import torch
+
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.set_num_threads(1)  # ranks share the host's CPUs; one intra-op thread each
+    device = "cpu"
+    if device_type != "cpu":
+        mod = getattr(torch, device_type)
+        # a variable pinned the rank's device (index 0 of what it sees), or pick it by LOCAL_RANK
+        index = 0 if profile.distributed.get("device_env") else int(os.environ["LOCAL_RANK"]) % mod.device_count()
+        mod.set_device(index)
+        device = f"{device_type}:{index}"
+    return Context(rank, size, device_type, device, profile=profile)
+
+
+def main(argv: list[str]) -> int:
+    program, params, result = argv
+    try:
+        ctx = _setup()
+        ctx.params = json.loads(params)
+        import datetime
+
+        import torch.distributed as dist
+
+        dist.init_process_group(backend=_backend_string(ctx.device_type, ctx.profile),
+                                timeout=datetime.timedelta(seconds=float(os.environ.get("TORCHCONFORM_DIST_TIMEOUT") or 120)))
+        module, _, func = program.partition(":")
+        from torchconform.collectors.devicecheck import DeviceCheck
+
+        check = DeviceCheck(ctx.device_type) if ctx.device_type != "cpu" else None
+        with check.watch() if check else contextlib.nullcontext() as touch:
+            values = getattr(importlib.import_module(module), func)(ctx) or {}
+    except BaseException as exc:  # every failure is the test's result, reported whole
+        from torchconform.collectors.classify import render_chain
+
+        _write(result, {"status": "error", "type": type(exc).__name__,
+                        "error": f"{type(exc).__name__}: {exc}\n{render_chain(exc)}"})
+        sys.stderr.write(traceback.format_exc())
+        sys.stderr.flush()
+        os._exit(1)  # peers may be gone: no process-group teardown that could wait on them
+    _write(result, {"status": "ok", "values": values, "touched": touch.touched if touch else None})
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

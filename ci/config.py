@@ -19,7 +19,8 @@ MODES = ("fail", "warn", "off")
 
 # rule -> {threshold/option key: default}; this order is the order of the report.
 RULE_PARAMS: dict[str, dict] = {
-    "regression": {"max_tests": 0, "outcomes": ["fail", "error", "crash", "timeout", "missing_op"]},
+    "regression": {"max_tests": 0, "outcomes": ["fail", "error", "crash", "timeout", "missing_op",
+                                                "missing_collective", "missing_c10d_backend", "missing_device_api"]},
     "new_missing_op": {"max_ops": 0},
     "coverage_drop": {"max_drop": 0.5},
     "new_test_failing": {"max_tests": 0},
@@ -34,9 +35,10 @@ DEFAULT_MODES = {"regression": "fail", "new_missing_op": "fail", "coverage_drop"
 FLAKY_PARAMS = {"reruns": 3, "max_tests": 20, "timeout": 600}
 REPORT_PARAMS = {"max_items": 50}
 
-# What `regression.outcomes` may name: failure outcomes plus the missing-op backend skip.
+# What `regression.outcomes` may name: failure outcomes plus the backend-skip kinds.
 REGRESSION_TARGETS = ("fail", "error", "crash", "timeout", "missing_op", "skiplist",
-                      "unsupported_dtype", "not_executed", "xfail", "skip_eligibility")
+                      "unsupported_dtype", "not_executed", "xfail", "skip_eligibility",
+                      "missing_collective", "missing_c10d_backend", "missing_device_api")
 
 
 @dataclass

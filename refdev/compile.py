@@ -86,11 +86,32 @@ def refdev_backend(gm, example_inputs, **kwargs):
     return aot_eager(gm, example_inputs, fw_compiler=_compiler, bw_compiler=_compiler, **kwargs)
 
 
+ENTRY_POINT_GROUP = "torch_dynamo_backends"
+
+
+def _listed_as_entry_point() -> bool:
+    """Whether the installed package names this backend to dynamo (pyproject.toml's
+    ``torch_dynamo_backends`` entry point): then dynamo finds it when asked for it."""
+    from importlib.metadata import entry_points
+
+    return any(ep.name == BACKEND_NAME and ep.value == f"{__name__}:refdev_backend"
+               for ep in entry_points(group=ENTRY_POINT_GROUP))
+
+
 def register(profile: str, placeholder_ops) -> None:
-    """Register the ``refdev`` backend once per process (the profile may be set again)."""
-    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+    """Make the ``refdev`` backend known once per process (the profile may be set again).
+
+    Importing torch._dynamo to register it costs seconds (most of ``refdev.load()``, paid
+    by every rank and worker, most of which never compile), so where the installed
+    package lists the backend as a dynamo entry point nothing is imported here: dynamo
+    loads it on the first ``torch.compile(backend="refdev")``."""
+    import sys
 
     _state["profile"] = profile
     _state["ops"] = tuple(placeholder_ops)
+    if "torch._dynamo" not in sys.modules and _listed_as_entry_point():
+        return
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
     if BACKEND_NAME not in _COMPILER_FNS:
         register_backend(compiler_fn=refdev_backend, name=BACKEND_NAME)

@@ -5,8 +5,24 @@ split by ``sweep/shards.py`` (balanced by earlier builds' durations when a
 store is given) and the other shards' items are deselected; with
 ``--tc-sweep-resume`` items the build already has a result for are deselected too
 (not those an interrupted run left as "run interrupted before the test finished").
+
+Under xdist every worker must deselect the same items: xdist schedules by index into
+one collection, and a worker that collects a different list (a replacement started
+after a crash, reading a store that has grown since) ends the run with an internal
+error.  So the store is read once, by the controller, and its workers -- replacements
+too -- get that snapshot through a file named in their ``workerinput``.
 """
 from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import pytest
+
+_SNAPSHOT = "tc_sweep_snapshot"
+_SNAPSHOT_KEY = pytest.StashKey()
+_PATH_KEY = pytest.StashKey()
 
 
 def pytest_addoption(parser):
@@ -36,15 +52,59 @@ def _store_facts(config, suite_hint: str):
         store.close()
 
 
+def _wanted(config) -> bool:
+    return config.getoption("tc_sweep_shards") > 1 or config.getoption("tc_sweep_resume")
+
+
+def _snapshot(config) -> tuple[dict, set]:
+    """(durations, done) read once per process; a worker reads its controller's file."""
+    if _SNAPSHOT_KEY in config.stash:
+        return config.stash[_SNAPSHOT_KEY]
+    path = getattr(config, "workerinput", {}).get(_SNAPSHOT)
+    if path:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        facts = (data["durations"], set(data["done"]))
+    else:
+        suite = config.getoption("tc_suite", None) or ""
+        facts = _store_facts(config, suite) if suite else ({}, set())
+    config.stash[_SNAPSHOT_KEY] = facts
+    return facts
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist controller, for each worker it starts: the one snapshot, written once."""
+    config = node.config
+    if not _wanted(config):
+        return
+    path = config.stash.get(_PATH_KEY, None)
+    if path is None:
+        durations, done = _snapshot(config)
+        fd, path = tempfile.mkstemp(prefix="torchconform-sweep-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"durations": durations, "done": sorted(done)}, fh)
+        config.stash[_PATH_KEY] = path
+    node.workerinput[_SNAPSHOT] = path
+
+
+def pytest_unconfigure(config):
+    path = config.stash.get(_PATH_KEY, None)
+    if path:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:  # removed by hand: nothing left to clean
+            return
+
+
 def pytest_collection_modifyitems(session, config, items):
     from torchconform.sweep import shards
 
     n, i = config.getoption("tc_sweep_shards"), config.getoption("tc_sweep_shard")
     resume = config.getoption("tc_sweep_resume")
-    if n <= 1 and not resume:
+    if not _wanted(config):
         return
-    suite = config.getoption("tc_suite", None) or ""
-    durations, done = _store_facts(config, suite) if (suite and (n > 1 or resume)) else ({}, set())
+    durations, done = _snapshot(config)
     keep = set(shards.select([it.nodeid for it in items], n, i, durations)) if n > 1 else {it.nodeid for it in items}
     if resume:
         keep -= done

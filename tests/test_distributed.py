@@ -231,3 +231,29 @@ def test_kill_9_of_the_run_leaves_no_rank(tmp_path):
     while _rank_processes(token) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not _rank_processes(token)
+
+
+@pytest.mark.slow
+def test_gate_and_summary_see_a_distributed_regression(tmp_path):
+    """Build a (refdev full) then b (young-backend, no all_to_all): the gate fails b on the
+    all_to_all test that went missing, and summary --by suite counts the distributed suite."""
+    db = tmp_path / "results.db"
+    keyword = "(all_to_all and tensor-float32) or (all_reduce and c10d-float32)"
+    for build, profile in (("a", "full"), ("b", "young-backend")):
+        proc = subprocess.run(TC + ["run", "--suite", "distributed", "--device", "refdev", "--refdev-profile", profile,
+                                    "-n", "0", "--db", str(db), "--build", build, "--branch", "main", "-k", keyword],
+                              cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=900)
+        assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    gate = subprocess.run(TC + ["gate", "--build", "b", "--baseline", "a", "--db", str(db), "--reruns", "0", "--json"],
+                          cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300)
+    assert gate.returncode == 1, gate.stdout[-2000:] + gate.stderr[-2000:]
+    verdict = json.loads(gate.stdout)
+    regression = next(r for r in verdict["rules"] if r["rule"] == "regression")
+    assert regression["status"] == "fail"
+    assert [(f["test_id"].split("::")[-1], f["new"]) for f in regression["findings"]] == \
+        [("test_collective_all_to_all[tensor-float32]", "skip_backend/missing_collective")]
+    summary = subprocess.run(TC + ["summary", "--build", "b", "--db", str(db), "--by", "suite", "--json"],
+                             cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300, check=True)
+    by_suite = json.loads(summary.stdout)
+    dist = by_suite["distributed"] if isinstance(by_suite, dict) else next(b for b in by_suite if b.get("suite") == "distributed")
+    assert dist["outcomes"]["pass"] == 1 and dist["backend_skip_kinds"]["missing_collective"] == 1

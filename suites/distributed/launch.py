@@ -63,29 +63,27 @@ class Rank:
         return text[-STDERR_TAIL:].strip()
 
 
-def world_size() -> int:
-    raw = os.environ.get(WORLD_SIZE_ENV) or str(DEFAULT_WORLD_SIZE)
+def _env_number(name: str, default, parse, smallest, fix: str):
+    """``$name`` read with ``parse`` (``default`` when unset); a UserError naming the
+    variable and ``fix`` unless it parses to at least ``smallest``."""
+    raw = os.environ.get(name) or str(default)
     try:
-        size = int(raw)
+        value = parse(raw)
     except ValueError:
-        size = 0
-    if size < 1:
+        value = None
+    if value is None or value < smallest:
         from torchconform.errors import UserError
-        raise UserError(f"{WORLD_SIZE_ENV}={raw!r} is not a world size; use a whole number of ranks, 2 or more")
-    return size
+        raise UserError(f"{name}={raw!r} is not usable here; {fix}")
+    return value
+
+
+def world_size() -> int:
+    return _env_number(WORLD_SIZE_ENV, DEFAULT_WORLD_SIZE, int, 1, "use a whole number of ranks, 2 or more")
 
 
 def rank_timeout() -> float:
     """Seconds every rank of one test gets in all (a hung collective ends there)."""
-    raw = os.environ.get(TIMEOUT_ENV) or str(DEFAULT_TIMEOUT)
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if value <= 0:
-        from torchconform.errors import UserError
-        raise UserError(f"{TIMEOUT_ENV}={raw!r} is not a timeout; use seconds, e.g. 120")
-    return value
+    return _env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT, float, 1e-3, "use seconds, e.g. 120")
 
 
 def free_port() -> int:

@@ -105,8 +105,10 @@ def main(argv: list[str]) -> int:
 
         import torch.distributed as dist
 
+        from torchconform.suites.distributed.launch import rank_timeout
+
         dist.init_process_group(backend=_backend_string(ctx.device_type, ctx.profile),
-                                timeout=datetime.timedelta(seconds=float(os.environ.get("TORCHCONFORM_DIST_TIMEOUT") or 120)))
+                                timeout=datetime.timedelta(seconds=rank_timeout()))
         module, _, func = program.partition(":")
         from torchconform.collectors.devicecheck import DeviceCheck
 

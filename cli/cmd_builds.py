@@ -5,20 +5,33 @@ from torchconform.db import queries
 from torchconform.db.store import open_store
 
 
+COLUMNS = (("build", "name", "<"), ("created", "created", "<"), ("branch", "branch", "<"),
+           ("device", "device", "<"), ("runs", "runs", ">"), ("tests", "tests", ">"),
+           ("stored results", "results", ">"), ("state", "state", "<"))
+FOOTNOTE = ("tests: tests with a result (what `summary` counts, each test's latest attempt); stored results: "
+            "every result row kept, reruns and `ingest --append` included")
+
+
 def _run(args) -> int:
     with open_store(args.db, create=False) as store:
         rows = queries.list_builds(store)
+        tests = queries.test_counts(store)
+    for r in rows:
+        r["tests"] = tests.get(r["name"], 0)
+        r["state"] = "complete" if r["complete"] else "incomplete"
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
         print("no builds stored yet; `torchconform run` or `torchconform ingest` adds one")
         return 0
-    print(f"{'build':<40} {'created':<21} {'branch':<16} {'device':<10} {'runs':>4} {'results':>8}  state")
+    # every column as wide as its widest value: build names are long (<device>-<profile>-<time>-<pid>)
+    widths = [max(len(title), *(len(str(r[key])) for r in rows)) for title, key, _ in COLUMNS]
+    line = lambda values: "  ".join(f"{v:{align}{w}}" for v, (_, _, align), w in zip(values, COLUMNS, widths))
+    print(line([title for title, _, _ in COLUMNS]).rstrip())
     for r in rows:
-        state = "complete" if r["complete"] else "incomplete"
-        print(f"{r['name']:<40} {r['created']:<21} {r['branch']:<16} {r['device']:<10} {r['runs']:>4} "
-              f"{r['results']:>8}  {state}")
+        print(line([str(r[key]) for _, key, _ in COLUMNS]).rstrip())
+    print(FOOTNOTE)
     return 0
 
 

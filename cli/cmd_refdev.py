@@ -1,4 +1,4 @@
-"""``torchconform refdev describe [--profile P] [--json]``: a profile's ground truth."""
+"""``torchconform refdev describe [--refdev-profile P] [--json]``: a profile's ground truth."""
 import json
 
 
@@ -73,8 +73,11 @@ def register(sub):
     rsub = p.add_subparsers(dest="refdev_command", metavar="SUBCOMMAND")
     rsub.required = True
     d = rsub.add_parser("describe", help="implemented / fallback / missing operators and traits of a profile")
-    d.add_argument("--profile", help="profile name (full, young-backend) or YAML path; "
-                                     "default $TORCHCONFORM_REFDEV_PROFILE or young-backend")
+    # --refdev-profile, as in `run`/`demo`/`rehearse` (--profile there is the backend profile);
+    # --profile stays accepted for scripts written before
+    d.add_argument("--refdev-profile", "--profile", dest="profile",
+                   help="refdev operator profile (full, young-backend) or YAML path; "
+                        "default $TORCHCONFORM_REFDEV_PROFILE or young-backend")
     d.add_argument("--json", action="store_true", help="print JSON")
     d.add_argument("--list", action="store_true", help="also list every operator (text output)")
     d.set_defaults(func=_describe)

@@ -133,7 +133,7 @@ def run_propose(args) -> int:
     new_failures = outcomes if old_failures is None else [o for o in outcomes if o.test_id not in old_failures]
     candidates = pr.propose_entries(new_failures, existing, args.build, issue=args.issue)
     removals = pr.propose_removals(outcomes, existing) if args.prune else []
-    print(pr.render_report(args.build, candidates, removals, backend), end="")
+    print(pr.render_report(args.build, candidates, removals, backend, pr.covered(new_failures, existing)), end="")
     if args.write:
         if removals:
             pr.remove_entries(removals)

@@ -79,8 +79,10 @@ def pytest_load_initial_conftests(early_config, parser, args):
 
     try:
         settings = settings_from(early_config, ns)
-        # Suites read these at import time (before instantiating tests).
-        for dest, env in (("tc_ops", "TORCHCONFORM_OPS"), ("tc_selection", "TORCHCONFORM_SELECTION")):
+        # Suites read these at import time (before instantiating tests); processes a test
+        # starts (the distributed suite's ranks) load the same backend module.
+        for dest, env in (("tc_ops", "TORCHCONFORM_OPS"), ("tc_selection", "TORCHCONFORM_SELECTION"),
+                          ("tc_backend_module", "TORCHCONFORM_BACKEND_MODULE")):
             if getattr(settings, dest.replace("tc_", "")):
                 os.environ[env] = getattr(settings, dest.replace("tc_", ""))
         os.environ["TORCHCONFORM_DEVICE"] = settings.device

@@ -114,6 +114,16 @@ def list_builds(store) -> list[dict]:
     return out
 
 
+def test_counts(store) -> dict[str, int]:
+    """build name -> tests with a result in it (what ``summary`` counts: one per test, its
+    latest attempt; ``list_builds``' results count every stored row, reruns and appends too)."""
+    counts = (select(results.c.build_id, func.count(func.distinct(results.c.test_pk)).label("n"))
+              .group_by(results.c.build_id).subquery())
+    query = select(builds.c.name, counts.c.n).select_from(builds.join(counts, counts.c.build_id == builds.c.id))
+    with store.read() as conn:
+        return {name: int(n) for name, n in conn.execute(query)}
+
+
 def build_info(store, build: str) -> dict:
     """One build's metadata and its runs (suite, shard, host, times, exit status, status)."""
     this_host = socket.gethostname()

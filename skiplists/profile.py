@@ -189,6 +189,13 @@ def load_profile(name_or_path: str | os.PathLike) -> BackendProfile:
     else:
         path = PROFILE_DIR / text / "profile.yaml"
     if not path.is_file():
+        from torchconform.refdev.profiles import available as refdev_profiles
+
+        if text in refdev_profiles():
+            # two kinds of profile: the backend's (--profile) and refdev's operators (--refdev-profile)
+            raise UserError(f"{text!r} is a refdev operator profile, not a backend profile; pass it as "
+                            f"--refdev-profile {text} (--profile names skiplists/<backend>/profile.yaml: "
+                            f"{', '.join(available_profiles())})")
         raise UserError(
             f"backend profile {text!r} not found ({path}); use one of {', '.join(available_profiles())} "
             "or a path to a profile.yaml"

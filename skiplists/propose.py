@@ -54,6 +54,19 @@ def _kind_of(o) -> str:
     return info.kind if info.kind != (o.name or "") else ""
 
 
+def covered(outcomes, existing: list[Entry], today: _dt.date | None = None) -> list[tuple[str, Entry]]:
+    """(test id, entry) for the failures propose_entries leaves out because an entry of
+    ``existing`` already covers them (whether or not the run applied that skiplist)."""
+    today = today or _dt.date.today()
+    out = []
+    for o in outcomes:
+        if o.outcome in _CATEGORY and not o.skiplist_entry:
+            entry = first_match(existing, info_from_outcome(o), today)
+            if entry is not None:
+                out.append((o.test_id, entry))
+    return out
+
+
 def propose_entries(outcomes, existing: list[Entry], build: str, issue: str | None = None,
                     today: _dt.date | None = None) -> list[Candidate]:
     """Candidate entries for the build's failures not already covered by ``existing``."""
@@ -155,9 +168,16 @@ def render_entries(candidates: list[Candidate], indent: int = 2) -> str:
     return "".join(pad + line if line.strip() else line for line in text.splitlines(True))
 
 
-def render_report(build: str, candidates: list[Candidate], removals: list[Removal], backend: str) -> str:
+def render_report(build: str, candidates: list[Candidate], removals: list[Removal], backend: str,
+                  already: list[tuple[str, Entry]] = ()) -> str:
     lines = [f"# torchconform skiplist propose --build {build}",
              f"# {len(candidates)} candidate entries covering {sum(len(c.tests) for c in candidates)} failing test(s)"]
+    if already:
+        # said, not silently dropped: the run that made the build may not have applied these files
+        files = sorted({e.ref.split("::")[0] for _, e in already})
+        lines.append(f"# {len(already)} failing test(s) left out: already covered by entries of {', '.join(files)} "
+                     f"({', '.join(sorted({e.id for _, e in already})[:5])}); a run applies a skiplist only "
+                     "with --skiplist FILE")
     if any(c.entry["issue"] == PLACEHOLDER_ISSUE for c in candidates):
         lines.append("# file a tracking issue per entry and replace the placeholder URL (or pass --issue URL)")
     lines.append(f"backend: {backend}")

@@ -237,6 +237,11 @@ def test_propose_groups_failures_and_file_edits_round_trip(tmp_path):
     cands = pr.propose_entries(outs, existing, "b1", issue="https://github.com/example/refdev/issues/50",
                                today=dt.date(2026, 12, 1))
     got = {c.entry["id"]: (c.entry["match"], c.entry["mode"], c.entry["category"], len(c.tests)) for c in cands}
+    # the covered failure is said in the report, not silently dropped
+    already = pr.covered(outs, existing, today=dt.date(2026, 12, 1))
+    assert [(tid.rsplit("::", 1)[1], e.id) for tid, e in already] == [("test_compare_cpu_sort_refdev_float32", "sort-stable")]
+    report = pr.render_report("b1", cands, [], "refdev", already)
+    assert "# 1 failing test(s) left out: already covered by entries of" in report and "sort-stable" in report
     assert got == {
         "topk-test_out": ({"op": "topk", "dtype": ["float32", "int64"], "kind": "test_out"}, "xfail", "known_bug", 2),
         "test_boom": ({"test": "m.py::T::test_boom"}, "skip", "crashes_device", 1),

@@ -259,7 +259,9 @@ def test_a_model_build_resumed_to_the_end_after_kill_9_is_complete(tmp_path):
 # -- 2. one live sweep per build ----------------------------------------------------------
 def test_resume_is_refused_while_another_sweep_writes_the_build_and_takes_a_dead_ones_over(tmp_path, db_url):
     cmd, wanted = model_sweep(tmp_path, 12, db_url)
-    first = start(cmd, child_env(TC_SLOW_SECONDS="1.0"), tmp_path)
+    # slow enough that the first sweep is still mid-way when killed, however long the
+    # refused second one takes to start on a loaded host (at 1 s a model it could finish first)
+    first = start(cmd, child_env(TC_SLOW_SECONDS="3.0"), tmp_path)
     try:
         wait_rows(db_url, "nightly", 2, first)
         before = counts(db_url, "nightly")

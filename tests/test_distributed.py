@@ -149,10 +149,11 @@ def test_young_backend_lacks_all_to_all_and_never_overlaps(tmp_path):
 
 @pytest.mark.slow
 def test_full_profile_and_cpu_pass(tmp_path):
-    keyword = "(all_to_all and tensor-float32) or (redistribute and shard_1) or fsdp or tensor_parallel"
+    # a sample in CI (each test starts its ranks: seconds); the whole suite: bench/distributed.py
+    keyword = "(all_to_all and tensor-float32) or (redistribute and shard_1) or (fsdp and True) or tensor_parallel"
     for device, extra in (("refdev", ("--refdev-profile", "full")), ("cpu", ())):
         got = _run_suite(tmp_path, device, keyword, *extra)
-        assert len(got) == 6, sorted(got)
+        assert len(got) == 4, sorted(got)
         assert {r["outcome"] for r in got.values()} == {"pass"}, {n: r["message"] for n, r in got.items()}
 
 

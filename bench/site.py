@@ -9,7 +9,8 @@ changed) and nightly (one new build on top; the others kept).  Prints wall and
 CPU time against the 20 s target, time per query function and in the site's
 own code, home page size against the 300 kB target, the largest HTML page, and
 the largest lazily loaded data file (search index / per-build codes / matrix),
-which no page inlines.  CPU time includes the site's worker processes
+which no page inlines, and the size of the per-build failure data (messages and
+repro commands, data/failures/<slug>/).  CPU time includes the site's worker processes
 (dashboard/parallel.py; ``TORCHCONFORM_SITE_WORKERS=1`` renders in one process).
 """
 from __future__ import annotations
@@ -147,6 +148,16 @@ def main(argv=None) -> int:
     print(f"largest page          {html[-1].stat().st_size / 1024:8.1f} kB  {html[-1].relative_to(out)}")
     print(f"largest lazy data     {data[-1].stat().st_size / 1024:8.1f} kB  {data[-1].relative_to(out)} "
           f"(loaded on demand by the page's script, inlined in no page)")
+    # messages + repro commands of every failed/backend-skipped test: index.js + chunks per build
+    base = out / "data" / "failures"
+    folders = [f for f in base.iterdir() if f.is_dir()] if base.is_dir() else []
+    if folders:
+        per_build = [sum(f.stat().st_size for f in d.iterdir()) for d in folders]
+        chunk = max((f.stat().st_size for d in folders for f in d.iterdir() if f.name != "index.js"), default=0)
+        index = max((d / "index.js").stat().st_size for d in folders)
+        print(f"failure data          {sum(per_build) / len(per_build) / 1024:8.1f} kB per build (mean; the build page "
+              f"loads it all), {sum(per_build) / 2**20:.1f} MB for {len(folders)} builds; a test's history loads "
+              f"per failing build <= {(index + chunk) / 1024:.1f} kB (index {index / 1024:.1f} kB + one chunk)")
     print(f"site                  {site_bytes / 2**20:8.1f} MB in {sum(1 for _ in out.rglob('*'))} files, "
           f"{len(html)} pages")
     if args.out:

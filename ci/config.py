@@ -27,11 +27,12 @@ RULE_PARAMS: dict[str, dict] = {
     "fallback_creep": {"max_tests": 0},
     "stale_expectations": {"max_tests": 0},
     "missing_tests": {"max_fraction": 0.0},
+    "numeric_drift": {"max_pairs": 0, "factor": 10, "min_abs": 1e-12, "min_rel": 1e-12},
     "lost_operator": {"max_ops": 0},
 }
 DEFAULT_MODES = {"regression": "fail", "new_missing_op": "fail", "coverage_drop": "fail",
                  "new_test_failing": "fail", "fallback_creep": "fail", "stale_expectations": "warn",
-                 "missing_tests": "fail", "lost_operator": "warn"}
+                 "missing_tests": "fail", "numeric_drift": "warn", "lost_operator": "warn"}
 FLAKY_PARAMS = {"reruns": 3, "max_tests": 20, "timeout": 600}
 REPORT_PARAMS = {"max_items": 50}
 
@@ -144,6 +145,8 @@ def _check_param(rule: str, key: str, value, bad):
         raise bad(f"'{rule}.{key}' must be a number >= 0, got {value!r}")
     if key.startswith("max_") and key != "max_drop" and key != "max_fraction" and value != int(value):
         raise bad(f"'{rule}.{key}' must be a whole number, got {value!r}")
+    if key == "factor" and value < 1:
+        raise bad(f"'{rule}.factor' is how many times an error may grow (>= 1), got {value!r}")
     if key == "max_fraction" and value > 1:
         raise bad(f"'{rule}.{key}' is a fraction of the baseline's tests (0..1), got {value!r}")
     return value

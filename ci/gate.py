@@ -23,6 +23,7 @@ from typing import Callable, Iterable
 from torchconform.ci.config import GateConfig, default_config
 from torchconform.collectors.breakdown import breakdown_of_counts
 from torchconform.collectors.breakdown import pass_rate as breakdown_pass_rate
+from torchconform.collectors.numeric import drift
 from torchconform.collectors.outcome import (
     FAIL, FAILED, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TRAIT_KIND_PREFIX, XPASS, Outcome,
 )
@@ -249,6 +250,41 @@ def rule_missing_tests(old, new, params, flaky=frozenset()) -> RuleResult:
                       detail=f"{len(gone)} of {len(old)} baseline tests absent ({100 * fraction:.1f}%)")
 
 
+def error_rows(records: dict[str, dict]) -> dict[str, tuple]:
+    """{test_id: (op, dtype, outcome, max_abs_err, max_rel_err)} of the records with errors
+    (collectors.numeric.drift's input)."""
+    return {tid: (r["op"], r.get("dtype") or "", r["outcome"], r["max_abs_err"], r.get("max_rel_err"))
+            for tid, r in records.items() if r.get("max_abs_err") is not None}
+
+
+def rule_numeric_drift(old, new, params, flaky=frozenset()) -> RuleResult:
+    """Per (op, dtype): the largest error of the tests that pass in both builds grew by more
+    than ``factor`` (absolute error floored at ``min_abs``, relative at ``min_rel``):
+    results sliding toward the tolerance, seen before tests start failing."""
+    rows = drift(error_rows(old), error_rows(new), params["min_abs"], params["min_rel"])
+    factor, found = params["factor"], []
+    for d in rows:
+        grew = [m for m in ("abs", "rel") if d[f"{m}_growth"] > factor]
+        if not grew:
+            continue
+        tid = d["test_id"]
+        found.append({"test_id": tid, "op": d["op"], "dtype": d["dtype"], "operator": d["op"],
+                      "old": f"{label(old[tid])}, max " + ", ".join(f"{m} err {d['old_' + m]:.3g}" for m in grew),
+                      "new": f"{label(new[tid])}, max " + ", ".join(f"{m} err {d['new_' + m]:.3g}" for m in grew),
+                      "message": ", ".join(f"{m} err {d['old_' + m]:.3g} -> {d['new_' + m]:.3g} "
+                                           f"({_times(d[m + '_growth'])})" for m in grew),
+                      "repro": new[tid].get("repro", ""),
+                      **{k: d[k] for k in ("old_abs", "new_abs", "abs_growth", "old_rel", "new_rel", "rel_growth")}})
+    detail = f"{len(found)} op x dtype errors grew over {factor:g}x"
+    if found:
+        detail += ": " + "; ".join(f"{f['op']} {f['dtype']}: {f['message']}" for f in found[:5])
+    return RuleResult("numeric_drift", count=len(found), threshold=params["max_pairs"], findings=found, detail=detail)
+
+
+def _times(growth: float) -> str:
+    return "was exact" if growth == float("inf") else f"{growth:.3g}x"
+
+
 RULES: dict[str, Callable[..., RuleResult]] = {
     "regression": rule_regression,
     "new_missing_op": rule_new_missing_op,
@@ -257,6 +293,7 @@ RULES: dict[str, Callable[..., RuleResult]] = {
     "fallback_creep": rule_fallback_creep,
     "stale_expectations": rule_stale_expectations,
     "missing_tests": rule_missing_tests,
+    "numeric_drift": rule_numeric_drift,
     "lost_operator": None,  # defined below (reads the censuses, not the outcome records)
 }
 

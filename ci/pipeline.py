@@ -11,6 +11,7 @@ from torchconform.ci import flaky as flaky_mod
 from torchconform.ci.config import GateConfig, default_config
 from torchconform.ci.gate import GateResult, declared_traits, evaluate, record_breakdown, rerun_candidates
 from torchconform.ci.report import junit_xml, markdown
+from torchconform.collectors import clusters as clusters_mod
 from torchconform.census.diff import gate_context as census_gate_context
 from torchconform.errors import UserError
 
@@ -76,8 +77,9 @@ def load_records(store, build: str) -> dict[str, dict]:
 
 def gate_build(store, build: str, baseline: str = "latest", config: GateConfig | None = None,
                reruns: int | None = None, rerun_cwd: str | None = None, allow_no_baseline: bool = False,
-               branch: str = "", confirm=None) -> GateRun:
+               branch: str = "", confirm=None, categories=()) -> GateRun:
     """Gate ``build`` against ``baseline``; ``confirm`` replaces the rerun step (tests).
+    ``categories``: named failure categories for the report's clusters (clusters.load_categories).
 
     ``branch``: the branch the build came from, recorded on it when it has none
     yet, so that the next build's ``latest:BRANCH`` finds it.
@@ -103,7 +105,7 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
         result = evaluate({}, new, _all_off(config), old_name="(none)", new_name=build)
         for r in result.rules:
             r.detail = "no baseline"
-        return _render(result, None, {}, new, info, config, notes, [])
+        return _render(result, None, {}, new, info, config, notes, [], categories=categories)
     old = load_records(store, base)
     new = load_records(store, build)
     # what each build declared (the runner records it; collectors/traitfail.py): a failure a
@@ -141,7 +143,7 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
                      f"{len(confirmations) - len(steady)} flaky, {len(steady)} failed every attempt.")
         with census_gate_context(store, base, build):
             result = evaluate(old, new, config, flaky=flaky, old_name=base, new_name=build, traits=traits)
-    return _render(result, base, old, new, info, config, notes, confirmations, not_rerun)
+    return _render(result, base, old, new, info, config, notes, confirmations, not_rerun, categories)
 
 
 def _not_rerun_notes(not_rerun: dict[str, str], limit: int) -> list[str]:
@@ -166,11 +168,13 @@ def _all_off(config: GateConfig) -> GateConfig:
     return off
 
 
-def _render(result, base, old, new, info, config, notes, confirmations, not_rerun=None) -> GateRun:
+def _render(result, base, old, new, info, config, notes, confirmations, not_rerun=None, categories=()) -> GateRun:
     build = result.new
     old_b = record_breakdown(base or "(none)", old)
     new_b = record_breakdown(build, new)
     limit = config.report["max_items"]
-    text = markdown(result, old_b, new_b, limit=limit, device=info["device"], notes=notes)
+    clusters = clusters_mod.order(clusters_mod.from_records(new, categories),
+                                  clusters_mod.from_records(old, categories) if base else None)
+    text = markdown(result, old_b, new_b, limit=limit, device=info["device"], notes=notes, clusters=clusters)
     return GateRun(result=result, baseline=base, markdown=text, junit=junit_xml(result, limit=limit),
                    notes=notes, confirmations=confirmations, not_rerun=not_rerun or {})

@@ -68,8 +68,37 @@ def _delta_table(old_b: dict, new_b: dict) -> list[str]:
     return lines
 
 
+NAMES_SHOWN = 8   # operators / dtypes named per failure cluster
+
+
+def _names(counts) -> str:
+    names = sorted(counts, key=lambda k: (-counts[k], k))
+    text = ", ".join(f"`{_md(n)}`" for n in names[:NAMES_SHOWN])
+    return text + (f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
+
+
+def cluster_lines(clusters: list, limit: int, device: str = "") -> list[str]:
+    """The failure clusters section (collectors/clusters.py ``order``ed: new since the baseline first)."""
+    if not clusters:
+        return []
+    n_new = sum(c.new for c in clusters)
+    out = [f"## Failure clusters ({len(clusters)}, {n_new} new since the baseline)", "",
+           "Failures grouped by message signature (numbers, shapes, addresses, test-specific names taken out) "
+           "or user category; new ones first.", "",
+           "| | signature | tests | operators | dtypes | example | repro |", "|---|---|---:|---|---|---|---|"]
+    for c in clusters[:limit]:
+        e = c.example
+        outcomes = ", ".join(f"{o} {n}" for o, n in sorted(c.outcomes.items()))
+        name = f"**{_md(c.category)}**" if c.category else f"`{_md(_short(c.signature))}`"
+        repro = repro_for({"test_id": e.test_id, "repro": e.repro}, device)
+        out.append(f"| {'**new**' if c.new else ''} | {name} | {c.tests} ({outcomes}) | {_names(c.ops)} | "
+                   f"{_names(c.dtypes)} | `{_md(e.test_id)}`: `{_md(_short(e.message))}` | `{_md(repro)}` |")
+    return out + _more(len(clusters), limit) + [""]
+
+
 def markdown(result: GateResult, old_breakdown: dict, new_breakdown: dict, limit: int = 50,
-             device: str = "", notes: list[str] | None = None) -> str:
+             device: str = "", notes: list[str] | None = None, clusters: list | None = None) -> str:
+    """``clusters``: the build's failure clusters, new since the baseline first (collectors/clusters.py)."""
     verdict = "PASSED" if result.passed else "FAILED"
     out = [f"# torchconform gate: {verdict}", "",
            f"Build `{_md(result.new)}` against baseline `{_md(result.old)}`.", ""]
@@ -83,6 +112,7 @@ def markdown(result: GateResult, old_breakdown: dict, new_breakdown: dict, limit
 
     out += ["## Breakdown", "", "```", format_breakdown(new_breakdown), "```", "",
             "### Delta against the baseline", ""] + _delta_table(old_breakdown, new_breakdown) + [""]
+    out += cluster_lines(clusters or [], limit, device)
 
     groups = regressions_by_operator(result)
     if groups:

@@ -24,6 +24,7 @@ def _run(args) -> int:
     from torchconform.ci.config import load_config
     from torchconform.ci.pipeline import gate_build
     from torchconform.ci.report import write_outputs
+    from torchconform.collectors.clusters import load_categories
     from torchconform.config import db_url
     from torchconform.db.store import open_store
 
@@ -32,6 +33,7 @@ def _run(args) -> int:
     _check_output(args.summary, "--summary")
     _check_output(args.junit, "--junit")
     config = load_config(args.config)
+    categories = load_categories(args.categories) if args.categories else []
     url = db_url(args.db)
     if url.startswith("sqlite:///") and not os.path.exists(url[len("sqlite:///"):]):
         raise UserError(f"database {url[len('sqlite:///'):]} does not exist; pass --db with the results "
@@ -39,7 +41,7 @@ def _run(args) -> int:
     with open_store(url, create=False) as store:
         run = gate_build(store, args.build, baseline=args.baseline, config=config, reruns=args.reruns,
                          rerun_cwd=args.rerun_cwd, allow_no_baseline=args.allow_no_baseline,
-                         branch=args.branch)
+                         branch=args.branch, categories=categories)
     try:
         write_outputs(run.markdown, run.junit, args.summary, args.junit)
     except OSError as exc:
@@ -84,5 +86,8 @@ def register(sub):
                         "later builds find it with --baseline latest:BRANCH")
     p.add_argument("--allow-no-baseline", action="store_true",
                    help="pass (with a note) when no baseline build exists yet, instead of exit 2")
+    p.add_argument("--categories", default=None, metavar="PATH",
+                   help="YAML file of named failure categories (name + message regex) for the summary's "
+                        "failure clusters")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     p.set_defaults(func=_run)

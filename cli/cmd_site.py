@@ -21,7 +21,7 @@ def _run(args) -> int:
         raise UserError(f"no database at {path}; run `torchconform run` or `torchconform ingest` first, "
                         "or pass --db pointing at an existing store")
     with open_store(url, create=False) as store:
-        home = build_site(store, args.out, base_url=args.base_url)
+        home = build_site(store, args.out, base_url=args.base_url, categories=args.categories)
     if args.github_pages:
         github_pages.publish(args.out, cname=args.cname)
     if args.publish_to:
@@ -39,5 +39,8 @@ def register(sub):
     p.add_argument("--base-url", help="public URL of the site, for absolute permalinks (e.g. https://org.github.io/repo/)")
     p.add_argument("--github-pages", action="store_true", help="also write .nojekyll for GitHub Pages")
     p.add_argument("--cname", help="custom domain for GitHub Pages (writes CNAME; with --github-pages)")
+    p.add_argument("--categories", metavar="PATH",
+                   help="YAML file of named failure categories (name + message regex, like Allure's "
+                        "categories.json) for the failure clusters pages")
     p.add_argument("--publish-to", metavar="DIR", help="then copy the site into DIR (a web server's folder), atomically")
     p.set_defaults(func=_run)

@@ -22,6 +22,7 @@ import pytest
 
 from torchconform.collectors.classify import classify_text
 from torchconform.collectors.device import torch_versions
+from torchconform.collectors.numeric import FIELDS as NUMERIC_FIELDS
 from torchconform.collectors.plugin import is_xdist_controller
 from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, INTERRUPTED_MESSAGE, PASS, PASS_FALLBACK, TIMEOUT, Outcome, bound_message,
@@ -149,7 +150,15 @@ class ControllerPlugin:
             # what the gate compares: a trait-explained failure is a regression only when the
             # trait itself changed between baseline and build (ci/gate.py)
             "declared_traits": declared_traits(self.profile.dtype_policy or {}),
+            # the environment is part of every result (the seed): stored on the build
+            "environment": self._environment(),
         }
+
+    def _environment(self) -> dict:
+        from torchconform.collectors import environment
+
+        values, evidence = environment.measure(self.device, self.settings.backend_module or self.profile.backend_module)
+        return dict(values, **evidence)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session):
@@ -255,6 +264,8 @@ class ControllerPlugin:
                 state["fallback_ops"] = tc["fallback_ops"]
             if "mismatch" in tc:
                 state["mismatch"] = tc["mismatch"]
+            if "errors" in tc:
+                state["errors"] = tc["errors"]
             verdict = tc.get("verdict")
             if verdict is None and not tc and not report.passed:
                 # A report the worker side did not classify (plugin inactive there).
@@ -317,6 +328,7 @@ class ControllerPlugin:
             skiplist_entry=verdict.get("skiplist_entry", "") or "",
             duration=round(state["duration"], 6), message=verdict.get("message", "") or "",
             repro=self._repro(nodeid, info.get("path", ""), info.get("op", "")),
+            **dict(zip(NUMERIC_FIELDS, state.get("errors") or ())),
         )
         o = self.traits.take(o, state.get("mismatch"), self._node_path(nodeid, info.get("path", "")))
         if o is not None:  # else held for the trait rerun at the end

@@ -141,6 +141,10 @@ class Outcome:
     message: str = ""
     repro: str = ""
     attempt: int = 1
+    # The largest absolute and relative error of the test's comparisons with the CPU
+    # reference (collectors/numeric.py); None when it compared nothing.
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
     # Not a field (so not a results column, not compared, not in the queries' column
     # lists): a models-suite run's operator set, {"ops": [...], "torch_version",
     # "library_version"} (census/models.py).  It rides along wherever the record
@@ -151,6 +155,10 @@ class Outcome:
     def __post_init__(self):
         check_outcome(self.outcome, self.kind)
         self.message = bound_message(self.message)
+        if self.max_abs_err is not None or self.max_rel_err is not None:
+            from torchconform.collectors.numeric import as_float
+
+            self.max_abs_err, self.max_rel_err = as_float(self.max_abs_err), as_float(self.max_rel_err)
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

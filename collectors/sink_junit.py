@@ -21,7 +21,11 @@ only when it is not the ``file::Class::name`` a reader rebuilds from the test
 case's attributes, ``attempt`` only when it is not 1, ``repro`` only when the suite's
 template (``tc.default.repro``, with ``{id}`` and ``{op}`` standing for the test's id
 and op) does not give it, and ``message`` only for a passing outcome (pass,
-pass_fallback, xpass), which has no result element to carry it.
+pass_fallback, xpass), which has no result element to carry it.  The numerical errors
+against the CPU reference (``max_abs_err``, ``max_rel_err``: Python's shortest float
+text, which reads back exactly) come last and only where the test compared something;
+being different for nearly every test, they are the part of the value a reader splits
+off before looking the rest up in its cache.
 Readers also accept the older forms: the same packed value in a ``tc`` property,
 or one ``tc.<field>`` property per field.
 """
@@ -36,6 +40,7 @@ import time
 from collections import Counter
 from xml.sax.saxutils import escape, quoteattr
 
+from torchconform.collectors.numeric import FIELDS as ERROR_FIELDS
 from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, PASSING, SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, Outcome, render_repro,
     repro_template,
@@ -43,13 +48,27 @@ from torchconform.collectors.outcome import (
 
 # Outcome fields a test case's ``tc`` attribute carries (ingest reads these back).
 TC_FIELDS = ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "op", "variant", "dtype",
-             "device", "suite", "test_id", "repro", "attempt", "message")
+             "device", "suite", "test_id", "repro", "attempt", "message", *ERROR_FIELDS)
 # Fields the test suite may give a default for: short values that most tests of a run
 # share, and the repro command as a template (see ``repro_template``).
 DEFAULTABLE = ("outcome", "kind", "device", "suite", "variant", "dtype", "repro")
 # Run-level properties, written as tc.run.<key> on the test suite.
 RUN_KEYS = ("build", "suite", "selection", "device", "profile", "backend", "shard", "torch_version",
-            "branch", "commit")
+            "branch", "commit", "declared_traits")
+# Run properties whose value is a list of names (never holding a comma): written comma-separated.
+LIST_RUN_KEYS = ("declared_traits",)
+
+
+def run_property_text(key: str, value) -> str:
+    """A run property's value as its tc.run.<key> text ("" for nothing to write)."""
+    if key in LIST_RUN_KEYS and isinstance(value, (list, tuple, set)):
+        return ",".join(sorted(str(v) for v in value))
+    return "" if value is None else str(value)
+
+
+def run_property_value(key: str, text: str):
+    """A tc.run.<key> text read back (inverse of ``run_property_text``): lists as lists."""
+    return [v for v in text.split(",") if v] if key in LIST_RUN_KEYS else text
 
 # Characters XML 1.0 (or its UTF-8 file) cannot carry at all: control characters (a
 # test's message may hold ANSI colour codes) and lone surrogates (undecodable bytes).
@@ -188,6 +207,10 @@ def case_fields(o: Outcome, defaults: dict[str, str], classname: str, name: str)
             continue
         elif field == "message" and o.outcome not in PASSING:
             continue  # the <failure>/<error>/<skipped> element carries it
+        elif field in ERROR_FIELDS:
+            if value is not None:   # 0.0 too: an exact comparison is worth saying
+                props.append((field, repr(float(value))))
+            continue
         if value or field == "outcome":
             props.append((field, value))
     return props
@@ -242,8 +265,9 @@ def write_junit_stream(out, run: dict, outcomes: list[Outcome], suite_name: str 
     out.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n<testsuite '
               + " ".join(f"{k}={_attr(v)}" for k, v in attrs.items()) + ">\n<properties>\n")
     for key in RUN_KEYS:
-        if run.get(key) not in (None, ""):
-            out.write(f'  <property name="tc.run.{key}" value={_attr(run[key])} />\n')
+        text = run_property_text(key, run.get(key))
+        if text:
+            out.write(f'  <property name="tc.run.{key}" value={_attr(text)} />\n')
     defaults = suite_defaults(outcomes, counts)
     for field, value in defaults.items():
         out.write(f'  <property name="tc.default.{field}" value={_attr(value)} />\n')

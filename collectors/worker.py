@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from torchconform.collectors import notes
+from torchconform.collectors import notes, numeric
 from torchconform.collectors.classify import (
     DTYPE_PREFIX, SKIPLIST_PREFIX, Verdict, classify_exception, classify_text,
 )
@@ -102,6 +102,7 @@ class WorkerPlugin:
                     warnings.warn(f"torchconform: the profile's fallback_reset failed ({exc!r}); "
                                   "fallback evidence may carry over between tests")
         notes.clear()
+        numeric.clear()
         self.watchdog.arm(item.nodeid)
         try:
             return (yield)
@@ -168,6 +169,9 @@ class WorkerPlugin:
             tc["info"] = self._info.get(item.nodeid) or dict(item_info(item, self.device), test_id=item.nodeid)
         if report.when == "call":
             tc["fallback_ops"] = self._fallback_ops(item.nodeid)
+            errors = numeric.take()   # the call's comparisons with the CPU reference
+            if errors is not None:
+                tc["errors"] = errors
             touch = self._touch.pop(item.nodeid, None)
             if verdict is not None and verdict.outcome == PASS and not tc["fallback_ops"] \
                     and touch is not None and touch.touched is False:

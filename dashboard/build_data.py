@@ -28,6 +28,9 @@ from torchconform.db.queries import DISTRIBUTED_SUITE, MODELS_SUITE
 
 # What a build reads of its results (queries.latest_rows); ``test_pk`` joins them to TestTable.
 RESULT_COLUMNS = ("test_pk", "outcome", "kind", "missing_op", "fallback_ops", "message")
+# ... and, for a build whose pages are rendered, its repro commands (failures.py; the store
+# renders most from their run's template)
+FAILURE_COLUMNS = (*RESULT_COLUMNS, "repro")
 TEST_COLUMNS = ("test_id", "suite", "file", "op", "variant", "dtype", "name")
 _PK, _OUTCOME, _KIND, _MOP = (itemgetter(i) for i in range(4))
 _VALUE = itemgetter(1, 2, 3, 4, 5)    # (outcome, kind, missing_op, fallback_ops, message): queries.diff_maps' values
@@ -117,6 +120,27 @@ class TestTable:
     def read(cls, store, queries) -> "TestTable":
         return cls(queries.stored_tests(store, TEST_COLUMNS))
 
+    @cached_property
+    def id_rank(self) -> np.ndarray:
+        """Each pk's rank in test id order (what sorts a build's rows by test id; -1 without a test)."""
+        ids = self.values["test_id"]
+        order = sorted((pk for pk in range(self.size) if ids[pk] is not None), key=ids.__getitem__)
+        rank = np.full(self.size, -1, dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        return rank
+
+    @cached_property
+    def id_parts(self) -> tuple[list, list]:
+        """Each pk's test id split where search.group_ids splits it: (heads, tails), by pk."""
+        from torchconform.dashboard.pages.search import split_id
+
+        heads, tails, seen = [None] * self.size, [None] * self.size, {}
+        for pk, tid in enumerate(self.values["test_id"]):
+            if tid is not None:
+                head, tails[pk] = split_id(tid)
+                heads[pk] = seen.setdefault(head, head)   # one string per distinct head
+        return heads, tails
+
     def knows(self, pk: np.ndarray) -> bool:
         """Whether every pk is a test this table read (a test stored later is not)."""
         if not len(pk):
@@ -153,9 +177,11 @@ class BuildData:
     code: np.ndarray    # CODES of (outcome, kind) per row
 
     @classmethod
-    def read(cls, store, queries, name: str, tests: TestTable) -> "tuple[BuildData, TestTable]":
-        """Read a build; returns it and the test table (read again if the build has tests it lacks)."""
-        rows = list(queries.latest_rows(store, name, RESULT_COLUMNS, plain=True))
+    def read(cls, store, queries, name: str, tests: TestTable,
+             columns=RESULT_COLUMNS) -> "tuple[BuildData, TestTable]":
+        """Read a build; returns it and the test table (read again if the build has tests it lacks).
+        ``columns``: RESULT_COLUMNS, or FAILURE_COLUMNS (rows one longer) for failures.py."""
+        rows = list(queries.latest_rows(store, name, columns, plain=True))
         n = len(rows)
         pk = np.fromiter(map(_PK, rows), dtype=np.int64, count=n)
         if not tests.knows(pk):

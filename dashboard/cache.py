@@ -59,4 +59,5 @@ def write_manifest(marker: Path, entries: dict) -> None:
 def files_of(slug: str, census: bool = False) -> list[str]:
     """Files a build's cached output must still have to be reused (``census``: it has a census page)."""
     return [f"builds/{slug}/index.html", f"builds/{slug}/matrix.html", f"builds/{slug}/missing.json",
-            f"data/builds/{slug}.js", f"data/matrix/{slug}.js"] + ([f"builds/{slug}/census.html"] if census else [])
+            f"data/builds/{slug}.js", f"data/matrix/{slug}.js", f"data/failures/{slug}/index.js",
+            f"builds/{slug}/clusters.json"] + ([f"builds/{slug}/census.html"] if census else [])

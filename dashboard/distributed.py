@@ -134,7 +134,7 @@ def for_build(data) -> list[ApiRow]:
     suite = tests.levels["suite"].index(SUITE)
     at = np.flatnonzero(tests.index["suite"][data.pk] == suite).tolist()
     op, name = tests.values["op"], tests.values["name"]
-    # data.rows: (test_pk, outcome, kind, missing_op, fallback_ops, message)
+    # data.rows: (test_pk, outcome, kind, missing_op, fallback_ops, message[, repro])
     picked = (data.rows[i] for i in at)
     return summarize((op[r[0]], name[r[0]], r[1], r[2], r[3], r[5]) for r in picked)
 

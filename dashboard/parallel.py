@@ -60,20 +60,22 @@ def _work(index: int):
     site = Site(job["out_dir"], job["base_url"])
     with open_store(job["url"], create=False, check_schema=False) as store:
         return render_builds(store, job["queries"], site, job["runs"][index], job["generated"],
-                             job["first_missing"], job["slugs"], job["tests"])
+                             job["first_missing"], job["slugs"], job["tests"], job["categories"])
 
 
 def render_all(store, queries, site: Site, builds: list, generated: str, first_missing: dict,
-               slugs: dict[str, str], results: int, tests) -> list[list]:
+               slugs: dict[str, str], results: int, tests, categories=()) -> list[list]:
     """Results of ``builds`` as runs of per_build.BuildResult, in build order; sets every build's summary.
     ``results``: how many stored results the builds hold (list_builds), to decide on workers;
-    ``tests``: the store's build_data.TestTable, read by the caller."""
+    ``tests``: the store's build_data.TestTable, read by the caller; ``categories``: the user's
+    failure categories."""
     workers = worker_count(len(builds), getattr(store, "url", ""), results)
     if workers == 1:
-        return [render_builds(store, queries, site, builds, generated, first_missing, slugs, tests)]
+        return [render_builds(store, queries, site, builds, generated, first_missing, slugs, tests, categories)]
     runs = split(builds, workers)
     _JOB.update(url=store.url, queries=queries, out_dir=site.out_dir, base_url=site.base_url,
-                generated=generated, first_missing=first_missing, slugs=slugs, runs=runs, tests=tests)
+                generated=generated, first_missing=first_missing, slugs=slugs, runs=runs, tests=tests,
+                categories=categories)
     try:
         with multiprocessing.get_context("fork").Pool(len(runs)) as pool:
             done = pool.map(_work, range(len(runs)), chunksize=1)

@@ -10,12 +10,12 @@ baseline's arrays when the same run read it, else reads the baseline's results.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from torchconform.census import impact
 from torchconform.collectors.breakdown import make_breakdown
-from torchconform.dashboard import build_data, distributed
-from torchconform.dashboard.build_data import BuildData, TestTable
+from torchconform.dashboard import build_data, distributed, failures
+from torchconform.dashboard.build_data import FAILURE_COLUMNS, BuildData, TestTable
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.pages import build as build_page
 from torchconform.dashboard.pages import diff as diff_page
@@ -31,6 +31,8 @@ class BuildResult:
     # with a census: (traced model -> blocking operators, untraced models), for the census
     # page's plan and the models page; None without one
     blocking: tuple | None = None
+    # the build's failure clusters (collectors.clusters.Cluster), in its failure data's order
+    clusters: list = field(default_factory=list)
 
 
 def merge_breakdowns(build: str, parts) -> dict:
@@ -51,31 +53,33 @@ def _by_rows(by: dict) -> list[dict]:
 
 
 def render_builds(store, queries, site, builds: list[BuildInfo], generated: str, first_missing: dict,
-                  slugs: dict[str, str], tests: TestTable) -> list[BuildResult]:
+                  slugs: dict[str, str], tests: TestTable, categories=()) -> list[BuildResult]:
     """Read and render ``builds`` in order; sets each one's ``summary`` and returns their results.
-    ``tests``: the store's TestTable, read by the caller (worker processes inherit it).
+    ``tests``: the store's TestTable, read by the caller (worker processes inherit it);
+    ``categories``: the user's failure categories (collectors.clusters.load_categories).
     Runs with the cyclic collector paused by build_site (a forked worker inherits the pause)."""
     results = []
     # the last build read, per group: the next build's baseline diff needs no query
     last: dict[tuple, BuildData] = {}
     previous_pk = None
     for b in builds:
-        data, tests = BuildData.read(store, queries, b.name, tests)
+        data, tests = BuildData.read(store, queries, b.name, tests, FAILURE_COLUMNS)
         results.append(_render_one(store, queries, site, b, data, generated, first_missing, slugs, last,
-                                   previous_pk))
+                                   previous_pk, categories))
         previous_pk = data.pk
     return results
 
 
 def _render_one(store, queries, site, b: BuildInfo, data: BuildData, generated: str, first_missing: dict,
-                slugs: dict, last: dict, previous_pk) -> BuildResult:
+                slugs: dict, last: dict, previous_pk, categories=()) -> BuildResult:
     """Write one build's pages from its one read; the baseline diff reuses ``last`` when it can."""
     by_suite = data.summary_by(queries, "suite")
     # every test has exactly one suite, so the per-suite breakdowns add up to the build's
     b.summary = merge_breakdowns(b.name, by_suite.values())
     encoded = search.encode_build(data, previous_pk)
+    counts, clusters = failures.render(site, b, data, categories)
     build_page.render(site, b, _by_rows(by_suite), _by_rows(data.summary_by(queries, "file")), generated,
-                      distributed.for_build(data))
+                      distributed.for_build(data), counts)
     cells, numbers = data.matrix_numbers()
     matrix.render(site, b, cells, numbers, generated)
     # the leaderboard's full per-model counts come from the census and the model sets
@@ -97,4 +101,4 @@ def _render_one(store, queries, site, b: BuildInfo, data: BuildData, generated: 
         diff_page.render(site, b, d, generated)
     last[b.group] = data
     blocking = None if found is None else ({m: sorted(ops) for m, ops in found.sets().items()}, found.untraced)
-    return BuildResult(b.name, b.summary, board, encoded, blocking)
+    return BuildResult(b.name, b.summary, board, encoded, blocking, clusters)

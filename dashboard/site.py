@@ -7,7 +7,9 @@ The steps are in one place so the order is visible:
    read once (build_data.py), then its pages (build, matrix, missing operators,
    diff) and search data: per_build.py, in worker processes for a big site
    (parallel.py);
-3. the site-wide pages (home, leaderboard, models, search) from all builds.
+3. every build's failure clusters page (a cluster's first build and whether it is
+   new since the baseline need the earlier builds), the site-wide pages (home,
+   leaderboard, models, search) from all builds.
 """
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from pathlib import Path
 from torchconform.dashboard import cache, charts, parallel
 from torchconform.dashboard.build_data import TestTable
 from torchconform.dashboard.model import groups_of, load_builds
+from torchconform.collectors import clusters as clusters_mod
 from torchconform.dashboard.pages import census as census_page
+from torchconform.dashboard.pages import clusters as clusters_page
 from torchconform.dashboard.pages import home, missing, models, search
 from torchconform.gcpause import no_cyclic_gc
 from torchconform.dashboard.render import STATIC, Site
@@ -43,7 +47,7 @@ def prune(out_dir: Path, keep: set[str]) -> None:
     """Remove what is rewritten, and every build folder and data file not kept."""
     for name in REWRITTEN:
         shutil.rmtree(out_dir / name, ignore_errors=True)
-    for folder in ("builds", "data/builds", "data/matrix"):
+    for folder in ("builds", "data/builds", "data/matrix", "data/failures"):
         base = out_dir / folder
         if base.is_dir():
             for entry in base.iterdir():
@@ -81,12 +85,14 @@ def _blocking_of(store, queries, b, found: dict) -> dict:
     return {} if got is None else {m: sorted(ops) for m, ops in got.sets().items()}
 
 
-def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse: bool = True) -> Path:
+def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse: bool = True,
+               categories: str | Path | None = None) -> Path:
     """Generate the static site for every build in ``store`` under ``out_dir``; returns the home page.
 
     ``store``: a ``Store`` or a database URL/path.  ``queries`` defaults to
     ``torchconform.db.queries`` (the one read module).  ``reuse``: keep the
-    pages of builds unchanged since the last run on ``out_dir``.
+    pages of builds unchanged since the last run on ``out_dir``.  ``categories``:
+    a YAML file of named failure categories (collectors/clusters.py ``load_categories``).
     """
     if queries is None:
         from torchconform.db import queries
@@ -94,9 +100,10 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
         from torchconform.db.store import open_store
 
         with open_store(str(store)) as opened:
-            return build_site(opened, out_dir, base_url, queries, reuse)
+            return build_site(opened, out_dir, base_url, queries, reuse, categories)
     out_dir = Path(out_dir)
     check_out_dir(out_dir)
+    user_categories = clusters_mod.load_categories(categories) if categories else []
     rows = {r["name"]: r for r in queries.list_builds(store)}
     builds = load_builds(store, queries)
     if not builds:
@@ -106,7 +113,7 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
     # 1. which builds can be kept from the previous run
     marker = out_dir / MARKER
     previous = cache.read_manifest(marker).get("builds", {}) if reuse else {}
-    generator = cache.generator_hash() + (base_url or "")
+    generator = cache.generator_hash() + (base_url or "") + clusters_mod.categories_key(categories)
     keys, kept, older = {}, set(), []
     for b in builds:
         baseline_key = keys.get(b.baseline.name) if b.baseline else None
@@ -137,6 +144,7 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
     latest_names = {b.name for b in latest}
     boards: dict[str, list[dict]] = {}
     blocking: dict[str, tuple | None] = {}   # per_build's census findings of the changed builds
+    found: dict[str, list] = {}              # build -> its failure clusters
     changed = [b for b in builds if b.slug not in kept]
     for b in builds:
         if b.slug in kept and b.name in latest_names:
@@ -152,15 +160,21 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
             # read once here; worker processes inherit it (the paused collector never walks it there)
             tests = TestTable.read(store, queries)
             for run in parallel.render_all(store, queries, site, changed, generated, first_missing, slugs, size,
-                                           tests):
+                                           tests, user_categories):
                 positions = None   # a worker sends a build's test ids only when they differ from its previous build's
                 for r in run:
                     positions = index.add_encoded(slugs[r.name], r.encoded, positions)
                     boards[r.name] = r.board
                     blocking[r.name] = r.blocking
+                    found[r.name] = r.clusters
             del tests
+        for b in builds:
+            if b.name not in found:   # kept: its clusters are in its download
+                path = out_dir / "builds" / b.slug / "clusters.json"
+                found[b.name] = clusters_page.read_download(json.loads(path.read_text(encoding="utf-8")))
 
         # 3. the census pages (they need the earlier censuses of their group), site-wide pages
+        clusters_page.render_all(site, builds, found, slugs, generated)
         census_page.render_all(site, store, queries, builds, set(blocking),
                                {n: (boards[n], *found) for n, found in blocking.items() if found}, generated)
         missing.render(site, builds, boards, slugs, generated)

@@ -1,7 +1,8 @@
 """Export one build's outcomes (latest per test) as JUnit XML, JSON or CSV.
 
 JUnit export uses the runner's own testcase writer, so an exported build
-re-ingests to the same outcomes.  JSON and CSV carry every outcome field.
+re-ingests to the same outcomes (numerical errors and trait kinds included) and
+declared traits.  JSON and CSV carry every outcome field.
 """
 from __future__ import annotations
 
@@ -54,5 +55,7 @@ def _junit(store, build, info, out) -> int:
 
     outcomes = list(queries.iter_outcomes(store, build))
     run = {key: info.get(key) for key in ("torch_version", "backend", "device", "profile", "branch", "commit")}
+    # what the gate needs besides the outcomes: the traits the build declared (ci/gate.py)
+    run["declared_traits"] = info["metadata"].get("declared_traits")
     write_junit_stream(out, {**run, "build": build}, outcomes, suite_name=f"torchconform.{build}")
     return len(outcomes)

@@ -16,6 +16,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Iterator
 
+from torchconform.collectors.sink_junit import run_property_value
 from torchconform.db.junit_reader import JunitReader, parse_junit  # noqa: F401  (the reader's home)
 from torchconform.errors import UserError
 from torchconform.gcpause import no_cyclic_gc
@@ -78,7 +79,7 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
                     run_id = None
                     for key, value in batch.run_properties.items():
                         if key not in ("build", "suite", "selection", "shard"):
-                            meta.setdefault(key, value)
+                            meta.setdefault(key, run_property_value(key, value))
             if meta:
                 store.ensure_build(build, append=True, conn=conn, **meta)
     finally:

@@ -19,6 +19,7 @@ import os
 from xml.parsers import expat
 
 from torchconform.collectors.classify import classify_text
+from torchconform.collectors.numeric import FIELDS, as_float
 from torchconform.collectors.outcome import (
     PASS, PASS_FALLBACK, Outcome, bound_message, check_outcome, render_repro,
 )
@@ -31,6 +32,11 @@ CAPTURE_TAGS = ("system-out", "system-err")
 CHUNK = 1 << 20
 # Classifier verdicts kept per reader (skip reasons repeat thousands of times).
 CACHE_LIMIT = 50_000
+# The numerical error fields (results' last two columns) and what a tc value holding one contains.
+ERROR_FIELDS = frozenset(FIELDS)
+ERROR_KEY = "_err="
+_ABS_KEY, _REL_SEP = FIELDS[0] + "=", ";" + FIELDS[1] + "="
+NO_ERRORS = (None, None)
 
 
 def _parse_error(path: str, exc: expat.ExpatError) -> UserError:
@@ -270,6 +276,12 @@ class JunitReader:
             nonlocal first_template
             if first_template is None:
                 first_template = self.repro_template = state[4]
+            # The numerical errors differ per test: split off before the cache lookups.
+            errors = NO_ERRORS
+            if packed and ERROR_KEY in packed:
+                packed, errors = _split_errors(packed, path, attrs, shared)
+            if props and (props.keys() & ERROR_FIELDS):
+                errors = _errors(props, path, attrs)
             # The runner's form, a packed tc value or none (with its suite's defaults),
             # repeats across tests: its checked entry is cached per suite.
             entry = None if props else state[2].get(packed)
@@ -282,7 +294,7 @@ class JunitReader:
                     test, result = classified_record(attrs, fields, result_tag, result_attrs, result_text, captured,
                                                      suite_of(fields, state), profile, verdicts, shared)
                     tests.append(test)
-                    results.append(result)
+                    results.append(result + errors)
                     return
                 entry = new_entry(attrs, fields, state)
                 if not props and len(state[2]) < CACHE_LIMIT:
@@ -300,7 +312,7 @@ class JunitReader:
                 message = bound_message(message)
                 message = shared(message, message)
             tests.append((test_id, suite, shared(file_, file_), class_part(classname, file_), name) + tail)
-            results.append(head + (_duration(attrs), message, repro))
+            results.append(head + (_duration(attrs), message, repro) + errors)
 
         for _ in iter_cases(path, run_props, on_case):
             if tests:
@@ -316,8 +328,51 @@ def _decode(packed: str | None, path: str, attrs: dict, shared) -> dict:
     try:
         return decode_tc(packed, shared)
     except ValueError as exc:
-        raise UserError(f"{path}: test case {attrs.get('name')!r}: {exc}; regenerate the file "
-                        "with the torchconform runner") from None
+        raise _bad_case(path, attrs, exc) from None
+
+
+def _bad_case(path: str, attrs: dict, exc: ValueError) -> UserError:
+    return UserError(f"{path}: test case {attrs.get('name')!r}: {exc}; regenerate the file "
+                     "with the torchconform runner")
+
+
+def _errors(fields: dict, path: str, attrs: dict) -> tuple:
+    """(max_abs_err, max_rel_err) of a test case's tc fields, None where absent."""
+    try:
+        return tuple(as_float(fields.get(name)) for name in FIELDS)
+    except ValueError as exc:
+        raise _bad_case(path, attrs, exc) from None
+
+
+def _split_errors(packed: str, path: str, attrs: dict, shared) -> tuple[str, tuple]:
+    """(the tc value without its error fields, the errors).  The runner writes them last,
+    both (``...;max_abs_err=A;max_rel_err=R``: read without decoding, once per test case);
+    any other arrangement is decoded, and a value with other fields after them is kept
+    whole (its errors are still read)."""
+    at = packed.find(_ABS_KEY)
+    if at >= 0:
+        cut = packed.find(_REL_SEP, at)
+        if cut >= 0 and ";" not in packed[cut + 1:]:
+            try:
+                errors = (_error(packed[at + len(_ABS_KEY):cut]), _error(packed[cut + len(_REL_SEP):]))
+            except ValueError as exc:
+                raise _bad_case(path, attrs, exc) from None
+            return (packed[:at - 1] if at else ""), errors
+    at = min((i for i in (packed.find(name + "=") for name in FIELDS) if i >= 0), default=-1)
+    if at < 0:
+        return packed, NO_ERRORS
+    tail = _decode(packed[at:], path, attrs, shared)
+    errors = _errors(tail, path, attrs)
+    if tail.keys() <= ERROR_FIELDS:
+        packed = packed[:at - 1] if at else ""
+    return packed, errors
+
+
+def _error(text: str) -> float:
+    number = float(text)
+    if not number >= 0:
+        raise ValueError(f"a numeric error must be a number >= 0, got {text!r}")
+    return number
 
 
 def _duration(attrs: dict) -> float:

@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # The schema revision this version of the tool reads and writes.
-HEAD_REVISION = "0006_model_ops"
+HEAD_REVISION = "0007_numeric_errors"
 
 # Run states (``runs.status``).  A build is complete when every run is FINISHED or
 # RESUMED (an interrupted run whose remaining tests a later run of the build covered).
@@ -131,6 +131,10 @@ class Result(Base):
     message: Mapped[str] = mapped_column(Text, default="", nullable=False)
     # NULL: the run's repro_template rendered for this test (what most results hold).
     repro: Mapped[str | None] = mapped_column(Text, default="", nullable=True)
+    # The largest absolute / relative error against the CPU reference (collectors/numeric.py);
+    # NULL: the test compared nothing (or was stored before 0007_numeric_errors).
+    max_abs_err: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_rel_err: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 # "Latest result per test in a build" = max(id) grouped by (build_id, test_pk):

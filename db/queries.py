@@ -466,7 +466,7 @@ def test_history(store, test_id: str) -> list[dict]:
     query = (select(builds.c.name, builds.c.created, builds.c.branch, results.c.run_id, results.c.attempt,
                     results.c.outcome, results.c.kind, results.c.missing_op, results.c.fallback_ops,
                     results.c.skiplist_entry, results.c.device, results.c.duration, results.c.message,
-                    REPRO.label("repro"), results.c.id)
+                    REPRO.label("repro"), results.c.id, results.c.max_abs_err, results.c.max_rel_err)
              .select_from(results.join(tests, tests.c.id == results.c.test_pk)
                           .join(builds, builds.c.id == results.c.build_id)
                           .join(runs, runs.c.id == results.c.run_id))
@@ -481,7 +481,8 @@ def test_history(store, test_id: str) -> list[dict]:
              "attempt": r["attempt"], "outcome": r["outcome"], "kind": r["kind"], "missing_op": r["missing_op"],
              "fallback_ops": r["fallback_ops"].split() if r["fallback_ops"] else [],
              "skiplist_entry": r["skiplist_entry"], "device": r["device"], "duration": r["duration"],
-             "message": r["message"], "repro": r["repro"], "latest": latest_per_build[r["name"]] == r["id"]}
+             "message": r["message"], "repro": r["repro"], "max_abs_err": r["max_abs_err"],
+             "max_rel_err": r["max_rel_err"], "latest": latest_per_build[r["name"]] == r["id"]}
             for r in rows]
 
 
@@ -523,7 +524,7 @@ ROW_COLUMNS = {
     "test_pk": results.c.test_pk,
     **{c: tests.c[c] for c in TEST_COLUMNS},
     **{c: results.c[c] for c in ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "device",
-                                 "duration", "message", "attempt")},
+                                 "duration", "message", "attempt", "max_abs_err", "max_rel_err")},
     "repro": REPRO,
 }
 # In the dataclass's order, so a row is ``Outcome(*row)`` (after splitting fallback_ops).
@@ -574,7 +575,7 @@ def _latest_rows(store, build_id: int, columns, order: bool, plain_tuples: bool 
             query = query.where(results.c.build_id == build_id)
         if order:
             query = query.order_by(tests.c.test_id)
-        # ROW_COLUMNS are integers, text and one float: the drivers' own values, no result processor
+        # ROW_COLUMNS are integers, text and floats: the drivers' own values, no result processor
         yield from _fetch(conn.execute(query), plain_tuples)
 
 

@@ -38,7 +38,10 @@ _BUILD_ALIASES = {"torch": "torch_version", "git_version": "torch_git", "torch_g
 
 TEST_COLUMNS = ("test_id", "suite", "file", "cls", "name", "op", "variant", "dtype")
 RESULT_COLUMNS = ("build_id", "run_id", "test_pk", "attempt", "outcome", "kind", "missing_op",
-                  "fallback_ops", "skiplist_entry", "device", "duration", "message", "repro")
+                  "fallback_ops", "skiplist_entry", "device", "duration", "message", "repro",
+                  "max_abs_err", "max_rel_err")
+# Where ``repro`` sits in a ``result_fields`` row (None there: the run's template rendered).
+REPRO_AT = RESULT_COLUMNS.index("repro") - 3
 
 # Page size of a new SQLite database (bytes).
 SQLITE_PAGE_SIZE = 16384
@@ -66,7 +69,8 @@ def test_row(o: Outcome) -> tuple:
 def result_fields(o: Outcome) -> tuple:
     """An outcome's ``results`` row after build_id, run_id and test_pk (RESULT_COLUMNS[3:])."""
     return (int(o.attempt or 1), o.outcome, o.kind or "", o.missing_op or "", " ".join(o.fallback_ops or ()),
-            o.skiplist_entry or "", o.device or "", float(o.duration or 0.0), o.message or "", o.repro or "")
+            o.skiplist_entry or "", o.device or "", float(o.duration or 0.0), o.message or "", o.repro or "",
+            o.max_abs_err, o.max_rel_err)
 
 
 def outcome_from_rows(test: tuple, result: tuple) -> Outcome:
@@ -74,7 +78,8 @@ def outcome_from_rows(test: tuple, result: tuple) -> Outcome:
     return Outcome(test_id=test[0], suite=test[1], file=test[2], cls=test[3], name=test[4], op=test[5],
                    variant=test[6], dtype=test[7], attempt=result[0], outcome=result[1], kind=result[2],
                    missing_op=result[3], fallback_ops=result[4].split(), skiplist_entry=result[5], device=result[6],
-                   duration=result[7], message=result[8], repro=result[9])
+                   duration=result[7], message=result[8], repro=result[9], max_abs_err=result[10],
+                   max_rel_err=result[11])
 
 
 def utcnow() -> datetime:
@@ -296,7 +301,8 @@ class Store:
         if not template:
             template = self._learn_repro_template(conn, run_id, test_rows, result_rows)
         if template:
-            result_rows = [r[:9] + (None,) if r[9] == render_repro(template, t[0], t[5]) else r
+            at = REPRO_AT
+            result_rows = [r[:at] + (None,) + r[at + 1:] if r[at] == render_repro(template, t[0], t[5]) else r
                            for t, r in zip(test_rows, result_rows)]
         n = self._insert_results(conn, build_id, run_id, test_rows, result_rows)
         if any(o.trace for o in outcomes):
@@ -341,8 +347,8 @@ class Store:
         """For a run without a repro template: the template of the batch's first repro
         command (the runner's differ only by test id and op), stored on the run."""
         for t, r in zip(test_rows, result_rows):
-            if r[9]:
-                template = repro_template(r[9], t[0], t[5])
+            if r[REPRO_AT]:
+                template = repro_template(r[REPRO_AT], t[0], t[5])
                 if template:
                     conn.execute(update(runs).where(runs.c.id == run_id).values(repro_template=template))
                 return template

@@ -1,5 +1,6 @@
 """Helpers every torchconform suite shares: the active profile, moving samples
-between device and CPU, tolerances under the profile's dtype policy, and the
+between device and CPU, tolerances under the profile's dtype policy, the comparison
+with CPU that records its numerical errors, and the
 guard that turns a missing operator inside an expected-failure test into a
 backend skip (unittest's expectedFailure would otherwise swallow it)."""
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 from torchconform.collectors.classify import (
     NOT_EXECUTED_PREFIX, classify_exception, render_chain,
 )
+from torchconform.collectors import numeric
 from torchconform.collectors.outcome import MISSING_OP
 
 
@@ -100,6 +102,14 @@ def tolerances(dtype: torch.dtype) -> dict:
         rtol, atol = default_tolerances(cmp)
         return {"atol": atol, "rtol": rtol}
     return {}
+
+
+def assert_close_to_cpu(test: unittest.TestCase, actual, expected, **kwargs) -> None:
+    """``test.assertEqual(actual, expected, **kwargs)`` for a device result (already on CPU)
+    against the CPU reference, its errors added to the test's outcome first
+    (collectors/numeric.py: the failing comparison's too)."""
+    numeric.record(actual, expected)
+    test.assertEqual(actual, expected, **kwargs)
 
 
 def expecting_failure(test: unittest.TestCase) -> bool:

@@ -38,3 +38,18 @@ def test_a_refdev_profile_given_as_backend_profile_says_which_flag(tmp_path):
     out = subprocess.run(TC + ["refdev", "describe", "--refdev-profile", "full", "--json"], capture_output=True,
                          text=True, timeout=300, check=True).stdout
     assert json.loads(out)["profile"] == "full"
+
+
+def test_every_build_records_its_environment(tmp_path):
+    """Issue 16: the environment a run had is stored on its build, whatever the suite."""
+    import os
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    subprocess.run(TC + ["run", "--ops", "abs", "-k", "compare_cpu_abs_refdev_float32", "-n", "0", "--db", url,
+                         "--build", "env"], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=True)
+    builds = json.loads(subprocess.run(TC + ["builds", "--db", url, "--json"], capture_output=True, text=True,
+                                       check=True).stdout)
+    env = builds[0]["metadata"]["environment"]
+    assert env["cpu_count"] == os.cpu_count() and env["device"] == "refdev"
+    assert env["torch"].startswith("2.") and "torchconform run --ops abs" in env["launch"]
+    assert env["cpu_affinity"] and env["os"].split()[0] == "Linux"

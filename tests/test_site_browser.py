@@ -7,6 +7,7 @@ $TORCHCONFORM_ARTIFACTS (or the test's tmp dir).
 """
 import os
 import shutil
+from urllib.parse import quote
 import sys
 from pathlib import Path
 
@@ -200,3 +201,97 @@ def test_census_filter_by_status_and_search(page, site):
     # the plan's first step and the coverage chart (one column per census build so far)
     assert page.locator("#plan tbody tr").first.locator("td").nth(1).inner_text() == "aten::cumsum.out"
     assert page.locator("svg.trend a").count() == 2
+
+
+# -- why it failed: messages, repro commands, clusters (issue 18) --------------------------------
+def failure_rows(page):
+    rows = page.locator("#failures-table tbody tr")
+    rows.first.wait_for()
+    return {r.locator("td").first.inner_text(): r.locator("td").all_inner_texts() for r in rows.all()}
+
+
+def test_build_page_shows_each_failures_message_and_repro(page, site):
+    page.goto(url(site, "builds/b3/index.html"))
+    rows = failure_rows(page)
+    # every failed, crashed and backend-skipped test of b3; passes and eligibility skips are not there
+    assert len(rows) == 10 and site_data.FIXED not in rows
+    assert page.locator("#failures-status").inner_text() == "10 of 10 tests."
+    xss = rows[site_data.XSS_TEST]
+    assert xss[1] == "fail" and xss[2] == site_data.XSS_MESSAGE      # the message shows as text
+    assert xss[3] == f"python -m pytest '{site_data.XSS_TEST}' --tc-device refdev"
+    assert rows[site_data.FLAKY][1:3] == ["crash", "worker crashed"]
+    assert rows[site_data.REGRESSED][1] == "skip_backend/missing_op"
+    assert page.locator("main img").count() == 0 and page.locator("#failures-table script").count() == 0
+    # filter by message text, then by outcome; the filter is in the URL
+    page.fill("#ff-q", "cumsum.out")
+    assert page.locator("#failures-status").inner_text() == "4 of 10 tests."
+    page.fill("#ff-q", "")
+    page.select_option("#ff-label", "crash")
+    assert list(failure_rows(page)) == [site_data.FLAKY]
+    assert "label=crash" in page.url
+    # a test's id leads to its history
+    page.get_by_role("link", name=site_data.FLAKY).click()
+    page.wait_for_load_state()
+    assert "search.html#test=" in page.url
+
+
+def test_clusters_page_links_its_tests_with_their_repro(page, site):
+    page.goto(url(site, "builds/b3/index.html"))
+    page.get_by_role("link", name="Failure clusters", exact=True).click()
+    page.wait_for_load_state()
+    assert page.url.endswith("builds/b3/clusters.html")
+    rows = page.locator("#clusters tbody tr")
+    assert rows.count() == 3      # the XSS failure, the model's compile failure, the crash
+    crash = rows.filter(has_text="worker crashed")
+    assert "python -m pytest " + site_data.FLAKY + " --tc-device refdev" in crash.locator("pre.repro").inner_text()
+    assert page.locator("main img").count() == 0
+    assert "<img src=x" in rows.filter(has_text="TestXSS").locator("code.signature").inner_text()
+    crash.locator("td.n a").click()          # its tests on the build page, the list filtered to the cluster
+    page.wait_for_load_state()
+    assert "index.html#cluster=" in page.url
+    assert list(failure_rows(page)) == [site_data.FLAKY]
+    assert page.locator("#failures-status").inner_text() == "1 of 10 tests."
+
+
+def test_history_shows_message_and_repro_of_each_failing_build(page, site):
+    page.goto(url(site, "search.html") + "#test=" + quote(site_data.FLAKY))
+    history = page.locator("#history-table tbody tr")
+    history.nth(3).wait_for()
+    by_build = {c[0]: c for c in (r.locator("td").all_inner_texts() for r in history.all())}
+    repro = f"python -m pytest {site_data.FLAKY} --tc-device refdev"
+    assert by_build["b3"][2:] == ["crash", "", "worker crashed", repro]
+    page.goto(url(site, "search.html") + "#test=" + quote(site_data.REGRESSED))
+    page.reload()     # a new hash alone does not load the page again
+    page.locator("#history-test").get_by_text(site_data.REGRESSED).wait_for()
+    history.nth(3).wait_for()
+    by_build = {c[0]: c for c in (r.locator("td").all_inner_texts() for r in history.all())}
+    assert by_build["b2"][2:] == ["pass", "", "", ""]          # a pass has no message or repro
+    assert by_build["b3"][4] == "NotImplementedError: Could not run 'aten::add.out'"
+
+
+@pytest.fixture(scope="module")
+def chunked(tmp_path_factory):
+    """The fixture site with two failures per chunk file: the history finds a test's chunk."""
+    from torchconform.dashboard import failures
+
+    keep = failures.CHUNK
+    failures.CHUNK = 2
+    try:
+        return site_data.build_fixture_site(tmp_path_factory.mktemp("chunked-site"))["out"]
+    finally:
+        failures.CHUNK = keep
+
+
+def test_failures_split_in_chunks_load_on_both_pages(page, chunked):
+    assert len(list((chunked / "data/failures/b3").glob("*.js"))) == 1 + 5
+    page.goto(url(chunked, "builds/b3/index.html"))
+    rows = failure_rows(page)
+    assert len(rows) == 10 and rows[site_data.XSS_TEST][2] == site_data.XSS_MESSAGE
+    for test, message in ((site_data.FLAKY, "worker crashed"), (site_data.XSS_TEST, site_data.XSS_MESSAGE)):
+        page.goto(url(chunked, "search.html") + "#test=" + quote(test))
+        page.reload()
+        page.locator("#history-test").get_by_text(test).wait_for()
+        history = page.locator("#history-table tbody tr")
+        history.nth(3).wait_for()
+        by_build = {c[0]: c for c in (r.locator("td").all_inner_texts() for r in history.all())}
+        assert by_build["b3"][4] == message

@@ -8,6 +8,8 @@ from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.styles import breakdown_counts, pass_rate
 from torchconform.dashboard.tables import Table
 
+# Failures listed at once on a build page (the filters find the others).
+FAILURES_SHOWN = 200
 # Metadata shown at the top of a build page, in this order, when present.
 META_KEYS = ("created", "branch", "device", "backend", "backend_version", "profile", "torch_version",
              "torch_git", "commit")
@@ -28,9 +30,12 @@ def _by_table(stem: str, title: str, key: str, rows: list[dict]) -> Table:
 
 
 def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], generated: str,
-           apis: list = ()):
-    """``apis``: the distributed suite's rows (distributed.for_build); its table only when there are any."""
+           apis: list = (), failures: dict | None = None):
+    """``apis``: the distributed suite's rows (distributed.for_build); its table only when there are any.
+    ``failures``: {"failed", "skipped", "clusters"} counts of the build's failure data (failures.py)."""
     base = f"builds/{build.slug}/"
+    root = "../../"
+    failures_config = {"root": root, "slug": build.slug, "search": f"{root}search.html", "limit": FAILURES_SHOWN}
     b = build.summary
     outcomes = Table(base + "outcomes", ["outcome", "count"], title="Outcomes")
     outcomes.rows = [[o, b["outcomes"][o]] for o in OUTCOMES] + \
@@ -49,6 +54,7 @@ def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], ge
                      meta=meta, bar=charts.breakdown_bar(b), counts=breakdown_counts(b),
                      breakdown_text=format_breakdown({**b, "complete": build.complete}), outcomes_table=outcomes, suites_table=suites,
                      files_table=files, missing_table=missing, distributed_table=apis_table,
-                     has_census=build.has_census,
+                     has_census=build.has_census, failures_config=failures_config,
+                     failures=failures or {"failed": 0, "skipped": 0, "clusters": 0},
                      downloads=[outcomes, suites, files, missing] + ([apis_table] if apis_table else []),
                      generated=generated)

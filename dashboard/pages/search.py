@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 from collections import namedtuple
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 
 import numpy as np
 
-from torchconform.collectors.outcome import Outcome
+from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, FAILED, SKIP_BACKEND, Outcome
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.styles import ABSENT_CODE, CODE_LABELS, outcome_code
 
@@ -31,6 +31,30 @@ def _prefix(test_id: str) -> int:
     if cut >= 0:
         return cut + 2
     return test_id.rfind("/") + 1
+
+
+def split_id(test_id: str) -> tuple[str, str]:
+    """(the prefix a test id shares with its neighbours, the rest)."""
+    cut = _prefix(test_id)
+    return test_id[:cut], test_id[cut:]
+
+
+def group_parts(heads, tails) -> list[list]:
+    """Sorted test ids, split by ``split_id``, as ``[[shared prefix, [rest, ...]], ...]``."""
+    groups: list[list] = []
+    last = None
+    for head, tail in zip(heads, tails):
+        if head != last:
+            groups.append([head, []])
+            last = head
+        groups[-1][1].append(tail)
+    return groups
+
+
+def group_ids(ids) -> list[list]:
+    """Sorted test ids as ``[[shared prefix, [rest, ...]], ...]`` (neighbours sharing a prefix)."""
+    parts = list(map(split_id, ids))
+    return group_parts(map(itemgetter(0), parts), map(itemgetter(1), parts))
 
 
 def read_data_file(path: Path):
@@ -79,7 +103,7 @@ def encode_build(data, previous_pk: np.ndarray | None = None) -> EncodedBuild:
     ids = None if same else list(map(tests["test_id"].__getitem__, data.pk.tolist()))
     models = []
     for k in data.models_rows():
-        pk, outcome, kind, missing_op, _, message = rows[k]
+        pk, outcome, kind, missing_op, _, message = rows[k][:6]
         models.append(ModelRow(tests["test_id"][pk], tests["op"][pk], outcome, tests["variant"][pk], kind,
                                missing_op, message, tests["name"][pk]))
     models.sort(key=attrgetter("test_id"))
@@ -160,16 +184,7 @@ class SearchIndex:
         order = sorted(range(n), key=self.ids.__getitem__)
         new_pos = np.empty(n, dtype=np.int64)
         new_pos[order] = np.arange(n)
-        groups: list[list] = []
-        last = None
-        for i in order:
-            tid = self.ids[i]
-            cut = _prefix(tid)
-            head = tid[:cut]
-            if head != last:
-                groups.append([head, []])
-                last = head
-            groups[-1][1].append(tid[cut:])
+        groups = group_ids(map(self.ids.__getitem__, order))
         site.write_data("data/tests.js", "tests", {"n": n, "groups": groups})
         for b in builds:
             pos, codes = self.builds.get(b.slug, (np.empty(0, np.int64), np.empty(0, np.uint8)))
@@ -190,12 +205,19 @@ class SearchIndex:
                              "missing_at": at, "models": models})
 
 
+def failure_pairs() -> list[tuple[str, str]]:
+    """The (outcome, kind) pairs of the tests a build's failure data holds."""
+    return [(o, "") for o in sorted(FAILED)] + [(SKIP_BACKEND, k) for k in BACKEND_SKIP_KINDS]
+
+
 def render(site, index: SearchIndex, builds: list[BuildInfo], generated: str):
     index.write(site, builds)
     config = {
         "builds": [{"slug": b.slug, "name": b.name, "created": b.created} for b in builds],
         "codeLabels": {code: list(v) for code, v in CODE_LABELS.items()},
         "limit": 200,
+        # the codes whose tests have a message and repro in the build's failure data (failures.py)
+        "failureCodes": "".join(sorted({outcome_code(o, k) for o, k in failure_pairs()})),
     }
     code_labels = [(code, label) for code, (_, label) in CODE_LABELS.items()]
     return site.page("search.html", "search.html", title="Test search and history", config=config,

@@ -1,7 +1,9 @@
 // Test search and history, on the client: the site ships one compact index of
 // every test id (data/tests.js) and one string of outcome codes per build
 // (data/builds/<slug>.js, one character per test, aligned with the index).
-// Both load lazily, only when the user searches.  All text is inserted with
+// Both load lazily, only when the user searches; a test's history also loads the
+// failure data (data/failures/<slug>/, the chunk holding the test) of the builds
+// where it failed, for its messages and repro commands.  All text is inserted with
 // textContent, never innerHTML: test ids come from anywhere.
 (function () {
   "use strict";
@@ -25,6 +27,10 @@
   }
   function loadBuild(slug) {
     return TC.load(root + "data/builds/" + encodeURIComponent(slug) + ".js", "build:" + slug);
+  }
+  function findFailure(slug, testId) {
+    // the test's message and repro command in a build; a site from before they were written has none
+    return TC.findFailure(root, slug, testId).then(null, function () { return null; });
   }
   function label(code) { return (cfg.codeLabels[code] || ["", "not in this build"]); }
 
@@ -100,19 +106,30 @@
     section.hidden = false;
     status.textContent = "Loading " + cfg.builds.length + " builds\u2026";
     Promise.all(cfg.builds.map(function (b) { return loadBuild(b.slug); })).then(function (all) {
-      var records = [];
+      // the failure data only of the builds where this test failed or the backend skipped it
+      return Promise.all(all.map(function (data, k) {
+        return cfg.failureCodes.indexOf(data.codes.charAt(index) || ".") === -1 ? null : findFailure(cfg.builds[k].slug, testId);
+      })).then(function (failures) { return [all, failures]; });
+    }).then(function (got) {
+      var all = got[0], records = [];
       all.forEach(function (data, k) {
-        var b = cfg.builds[k], code = data.codes.charAt(index) || ".";
-        var rec = { build: b.name, created: b.created, outcome: label(code)[1], missing_op: code === "M" ? missingOp(data, index) : "" };
+        var b = cfg.builds[k], code = data.codes.charAt(index) || ".", found = got[1][k];
+        var rec = { build: b.name, created: b.created, outcome: label(code)[1], missing_op: code === "M" ? missingOp(data, index) : "",
+                    message: found ? found.f.message : "", repro: found ? TC.repro(found.index, found.f) : "" };
         records.push(rec);
         var tr = document.createElement("tr");
         var a = document.createElement("a");
         a.href = root + "builds/" + encodeURIComponent(b.slug) + "/index.html";
         a.textContent = b.name;
-        var cells = [a, rec.created, rec.outcome, rec.missing_op];
+        var cells = [a, rec.created, rec.outcome, rec.missing_op, rec.message, rec.repro];
         cells.forEach(function (v, j) {
           var td = document.createElement("td");
-          if (j === 0) { td.appendChild(v); } else { td.textContent = v; }
+          if (j === 0) { td.appendChild(v); } else if (j >= 4 && v) {
+            var pre = document.createElement("pre");
+            pre.className = j === 4 ? "message" : "repro";
+            pre.textContent = v;
+            td.appendChild(pre);
+          } else { td.textContent = v; }
           if (j === 2 && code !== ".") { td.className = "c-" + label(code)[0]; }
           tr.appendChild(td);
         });
@@ -120,8 +137,8 @@
       });
       status.textContent = "History of one test across " + all.length + " builds.";
       var json = JSON.stringify({ test_id: testId, history: records }, null, 1);
-      var csv = "build,created,outcome,missing_op\n" + records.map(function (r) {
-        return [r.build, r.created, r.outcome, r.missing_op].map(function (v) { return '"' + String(v).replace(/"/g, '""') + '"'; }).join(",");
+      var csv = "build,created,outcome,missing_op,message,repro\n" + records.map(function (r) {
+        return [r.build, r.created, r.outcome, r.missing_op, r.message, r.repro].map(function (v) { return '"' + String(v).replace(/"/g, '""') + '"'; }).join(",");
       }).join("\n") + "\n";
       document.getElementById("history-json").href = "data:application/json;charset=utf-8," + encodeURIComponent(json);
       document.getElementById("history-csv").href = "data:text/csv;charset=utf-8," + encodeURIComponent(csv);

@@ -28,6 +28,58 @@
     return entry.promise;
   };
 
+  // A build's failure data (data/failures/<slug>/, see dashboard/failures.py): an
+  // index (labels, ops, repro commands, clusters, each chunk's first test id) and
+  // chunks of tests by id.  A row becomes {test, label, message, op, cluster, r};
+  // TC.repro(index, f) joins its repro command from its parts (0: id, 1: op).
+  function failuresAt(root, slug) { return root + "data/failures/" + encodeURIComponent(slug) + "/"; }
+  TC.failureIndex = function (root, slug) { return TC.load(failuresAt(root, slug) + "index.js", "failures:" + slug); };
+  TC.failureChunk = function (root, slug, index, k) {
+    return TC.load(failuresAt(root, slug) + k + ".js", "failures:" + slug + ":" + k).then(function (chunk) {
+      if (chunk.decoded) { return chunk.decoded; }
+      var list = [], byId = {}, s = index.stride, rows = chunk.rows, at = 0;
+      chunk.groups.forEach(function (g) {
+        g[1].forEach(function (tail) {
+          var f = { test: g[0] + tail, label: index.labels[rows[at]],
+                    message: rows[at + 1] >= 0 ? index.messages[rows[at + 1]] : chunk.messages[~rows[at + 1]],
+                    r: rows[at + 2], op: index.ops[rows[at + 3]], cluster: rows[at + 4] };
+          list.push(f);
+          byId[f.test] = f;
+          at += s;
+        });
+      });
+      chunk.decoded = { list: list, byId: byId };
+      return chunk.decoded;
+    });
+  };
+  // every failure of a build, in test id order
+  TC.allFailures = function (root, slug, index) {
+    return Promise.all(index.first.map(function (_, k) { return TC.failureChunk(root, slug, index, k); }))
+      .then(function (chunks) { return [].concat.apply([], chunks.map(function (c) { return c.list; })); });
+  };
+  // one test's failure in a build (null: none), from the one chunk that should hold it
+  TC.findFailure = function (root, slug, testId) {
+    return TC.failureIndex(root, slug).then(function (index) {
+      var lo = 0, hi = index.first.length - 1;
+      if (hi < 0) { return null; }
+      while (lo < hi) {       // the last chunk whose first test id is <= testId
+        var mid = (lo + hi + 1) >> 1;
+        if (index.first[mid] <= testId) { lo = mid; } else { hi = mid - 1; }
+      }
+      return TC.failureChunk(root, slug, index, lo).then(function (c) {
+        if (c.byId[testId]) { return { index: index, f: c.byId[testId] }; }
+        // the ids' order differs from the browser's for some characters: look everywhere
+        return TC.allFailures(root, slug, index).then(function (all) {
+          var f = all.filter(function (x) { return x.test === testId; })[0];
+          return f ? { index: index, f: f } : null;
+        });
+      });
+    });
+  };
+  TC.repro = function (index, f) {
+    return index.repros[f.r].map(function (p) { return p === 0 ? f.test : p === 1 ? f.op : p; }).join("");
+  };
+
   function rowsOf(table) { return Array.prototype.slice.call(table.tBodies[0].rows); }
   function setCount(id, shown, total) {
     var el = document.querySelector('[data-count-for="' + id + '"]');

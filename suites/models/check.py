@@ -32,6 +32,7 @@ from typing import Callable
 
 from torchconform.census import modeltrace
 from torchconform.collectors.devicecheck import DeviceCheck
+from torchconform.collectors.numeric import Tally
 from torchconform.collectors.outcome import ERROR, PASS, PASS_FALLBACK, SKIP_ELIGIBILITY, Outcome
 from torchconform.suites.models import backend as backend_mod
 from torchconform.suites.models import catalog
@@ -237,22 +238,23 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
         if variant == "compile" and variant in to_trace:
             sets[variant] = _trace_compile(built, seed)
         before = check.memory()
+        errors = Tally()   # of the comparison with the CPU reference, on every outcome that made one
         try:
             actual, fallback = _device_run(variant, built, device, profile, compile_backend, seed)
-            assert_same(actual, expected, variant)
+            assert_same(actual, expected, variant, errors)
         except Exception as exc:
             _reraise_oom(exc)
             verdict = classify_exception(exc, profile)
             record(make_outcome(model_id, variant, device, dtype, verdict.outcome, kind=verdict.kind,
                                      missing_op=verdict.missing_op, message=verdict.message,
                                      skiplist_entry=verdict.skiplist_entry,
-                                     duration=time.perf_counter() - begin))
+                                     duration=time.perf_counter() - begin, **errors.fields()))
             continue
         leak = check.leak(before) if before is not None else ""
         if leak:
             record(make_outcome(model_id, variant, device, dtype, ERROR, message=leak, fallback_ops=fallback,
-                                duration=time.perf_counter() - begin))
+                                duration=time.perf_counter() - begin, **errors.fields()))
             continue
         record(make_outcome(model_id, variant, device, dtype, PASS_FALLBACK if fallback else PASS,
-                                 fallback_ops=fallback, duration=time.perf_counter() - begin))
+                                 fallback_ops=fallback, duration=time.perf_counter() - begin, **errors.fields()))
     return outcomes

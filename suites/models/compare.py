@@ -44,8 +44,9 @@ def flatten(value, prefix: str = "out") -> dict:
     return found
 
 
-def assert_same(actual: dict, expected: dict, kind: str) -> None:
-    """Raise AssertionError naming the first tensor that differs beyond tolerance."""
+def assert_same(actual: dict, expected: dict, kind: str, tally=None) -> None:
+    """Raise AssertionError naming the first tensor that differs beyond tolerance.
+    ``tally`` (collectors.numeric.Tally): gets the errors of every tensor compared."""
     import torch
 
     missing = sorted(set(expected) - set(actual))
@@ -54,6 +55,8 @@ def assert_same(actual: dict, expected: dict, kind: str) -> None:
         raise AssertionError(f"result structure differs from CPU: missing {missing[:3]}, extra {extra[:3]}")
     for key in expected:
         exp, act = expected[key], actual[key]
+        if tally is not None:
+            tally.add(act, exp)
         if not exp.is_floating_point() and not exp.is_complex():
             if not torch.equal(act.detach().cpu(), exp.detach().cpu()):
                 raise AssertionError(f"{key}: integer result differs from CPU")

@@ -25,7 +25,9 @@ from torch.testing._internal.common_device_type import instantiate_device_type_t
 from torch.testing._internal.common_modules import module_db, modules
 from torch.testing._internal.common_utils import TestCase, run_tests
 
-from torchconform.suites.common import missing_op_guard, name_device_test_base, scalar_loss, tensors_in, to_cpu, tolerances
+from torchconform.suites.common import (
+    assert_close_to_cpu, missing_op_guard, name_device_test_base, scalar_loss, tensors_in, to_cpu, tolerances,
+)
 from torchconform.suites.modules.selection import allowed_dtypes, select_modules
 
 _MODULES = select_modules(module_db)
@@ -95,8 +97,8 @@ class TestModule(TestCase):
         m_dev = m_dev.to(device)
         dev_args, dev_kwargs = _copy_to(f_args, device), _copy_to(f_kwargs, device)
         actual = m_dev(*dev_args, **dev_kwargs)
-        self.assertEqual(to_cpu(actual), to_cpu(expected), **tolerances(dtype),
-                         msg=lambda m: f"forward output of {module_info.name} differs from CPU: {m}")
+        assert_close_to_cpu(self, to_cpu(actual), to_cpu(expected), **tolerances(dtype),
+                            msg=lambda m: f"forward output of {module_info.name} differs from CPU: {m}")
         if not (dtype.is_floating_point or dtype.is_complex):
             return True
         cpu_loss, dev_loss = scalar_loss(expected), scalar_loss(actual)
@@ -106,8 +108,8 @@ class TestModule(TestCase):
         dev_leaves = [t for t in tensors_in([dev_args, dev_kwargs]) if t.requires_grad] + list(m_dev.parameters())
         grads_expected = torch.autograd.grad(cpu_loss, cpu_leaves, allow_unused=True)
         grads_actual = torch.autograd.grad(dev_loss, dev_leaves, allow_unused=True)
-        self.assertEqual(to_cpu(list(grads_actual)), list(grads_expected), **tolerances(dtype),
-                         msg=lambda m: f"backward gradients of {module_info.name} differ from CPU: {m}")
+        assert_close_to_cpu(self, to_cpu(list(grads_actual)), list(grads_expected), **tolerances(dtype),
+                            msg=lambda m: f"backward gradients of {module_info.name} differ from CPU: {m}")
         return True
 
 

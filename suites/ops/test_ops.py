@@ -18,6 +18,10 @@ OpInfo's own skips and expected failures for ``TestCommon`` apply:
   ``compiled: backend=B graphs=N graph_breaks=N recompiles=N``
   (``torchconform.collectors.notes.parse_compile_note`` reads it back).
 
+Every comparison goes through ``suites.common.assert_close_to_cpu``, which records the
+largest absolute and relative error against CPU on the test's outcome
+(``max_abs_err``/``max_rel_err``, collectors/numeric.py).
+
 Classes are named after the device (``TestCommonREFDEV``, ``TestCommonNEURON``,
 ``TestCommonCPU``), as upstream PyTorch names them once the PrivateUse1 base knows
 its backend name.
@@ -33,8 +37,8 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 from torchconform.collectors.classify import NOT_EXECUTED_PREFIX
 from torchconform.collectors.notes import compile_note, note
 from torchconform.suites.common import (
-    active_profile, check_executed, compile_backend, cpu_leaf, missing_op_guard, name_device_test_base, scalar_loss, tensors_in, to_cpu,
-    tolerances,
+    active_profile, assert_close_to_cpu, check_executed, compile_backend, cpu_leaf, missing_op_guard,
+    name_device_test_base, scalar_loss, tensors_in, to_cpu, tolerances,
 )
 from torchconform.suites.ops.selection import allowed_dtypes, select_ops
 
@@ -105,7 +109,7 @@ class TestCommon(TestCase):
                 actual = op(sample.input, *sample.args, **sample.kwargs)
                 actual = sample.output_process_fn_grad(actual)
                 expected = cpu_sample.output_process_fn_grad(expected)
-                self.assertEqual(to_cpu(actual), expected, **tolerances(dtype))
+                assert_close_to_cpu(self, to_cpu(actual), expected, **tolerances(dtype))
                 ran += 1
         if not ran:
             _no_sample_ran(self)
@@ -134,7 +138,7 @@ class TestCommon(TestCase):
                     continue
                 loss = scalar_loss(sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs)))
                 actual = torch.autograd.grad(loss, [dev_all[i] for i in idx], allow_unused=True)
-                self.assertEqual(to_cpu(list(actual)), list(expected), **tolerances(dtype))
+                assert_close_to_cpu(self, to_cpu(list(actual)), list(expected), **tolerances(dtype))
                 ran += 1
         if not ran:
             _no_sample_ran(self)
@@ -147,7 +151,7 @@ class TestCommon(TestCase):
             for sample, cpu_sample, expected in _samples_with_cpu_reference(self, op, device, dtype):
                 out = _empty_out_like(expected, device)
                 op(sample.input, *sample.args, out=out, **sample.kwargs)
-                self.assertEqual(to_cpu(out), expected, **tolerances(dtype))
+                assert_close_to_cpu(self, to_cpu(out), expected, **tolerances(dtype))
                 return  # the first computable sample is the out= check, as upstream does
         _no_sample_ran(self)
 
@@ -158,7 +162,8 @@ class TestCommon(TestCase):
             for sample, cpu_sample, expected in _samples_with_cpu_reference(self, op, device, dtype):
                 nc = sample.noncontiguous()
                 actual = nc.output_process_fn_grad(op(nc.input, *nc.args, **nc.kwargs))
-                self.assertEqual(to_cpu(actual), cpu_sample.output_process_fn_grad(expected), **tolerances(dtype))
+                assert_close_to_cpu(self, to_cpu(actual), cpu_sample.output_process_fn_grad(expected),
+                                    **tolerances(dtype))
                 ran += 1
         if not ran:
             _no_sample_ran(self)
@@ -183,8 +188,8 @@ class TestCommon(TestCase):
                     actual = compiled(sample.input, *sample.args, **sample.kwargs)
                 _check_not_placeholder(caught)
                 check_executed(actual, device)
-                self.assertEqual(to_cpu(sample.output_process_fn_grad(actual)),
-                                 cpu_sample.output_process_fn_grad(expected), **tolerances(dtype))
+                assert_close_to_cpu(self, to_cpu(sample.output_process_fn_grad(actual)),
+                                    cpu_sample.output_process_fn_grad(expected), **tolerances(dtype))
                 note(compile_note(backend, counters["stats"]["unique_graphs"],
                                   sum(counters["graph_break"].values()), len(counters["recompiles"])))
                 return  # one sample: compile time dominates

@@ -1,15 +1,10 @@
 """Host-side probes: the device's memory counters around synchronize, and the
-environment the run really had (OS, CPUs, NUMA, affinity, memory binding, launch
-command, versions)."""
+environment the run really had (collectors/environment.py, also stored on every build)."""
 from __future__ import annotations
-
-import glob
-import os
-import platform
-import sys
 
 import torch
 
+from torchconform.collectors import environment
 from torchconform.collectors.traitnotes import not_measurable
 from torchconform.suites.common import active_profile
 from torchconform.suites.traits import backend
@@ -56,98 +51,6 @@ def measure_memory_stats() -> dict:
                          "unsynced": unsynced["allocated"], "synced": synced["allocated"]}}
 
 
-def _ranges(numbers) -> str:
-    """``0-3,6`` for {0, 1, 2, 3, 6}."""
-    numbers, out = sorted(numbers), []
-    for n in numbers:
-        if out and n == out[-1][1] + 1:
-            out[-1][1] = n
-        else:
-            out.append([n, n])
-    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in out)
-
-
-def _proc_value(path: str, prefix: str) -> str:
-    """The value after ':' on the first line of ``path`` starting with ``prefix`` (case
-    ignored); "" where the file is unreadable (not Linux) or has no such line."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return next((line.split(":", 1)[1].strip() for line in f
-                         if line.lower().startswith(prefix.lower())), "")
-    except OSError:
-        return ""
-
-
-def _status_field(name: str) -> str:
-    return _proc_value("/proc/self/status", name + ":")
-
-
-def _cpu_model() -> str:
-    return _proc_value("/proc/cpuinfo", "model name") or platform.processor() or platform.machine()
-
-
-def _memory_policy() -> str:
-    """The process's NUMA memory policy as numa_maps shows it on its first mapping
-    (``default``, ``bind:0``, ``interleave:0-1``...); "" where Linux does not say."""
-    try:
-        with open("/proc/self/numa_maps", encoding="utf-8") as f:
-            first = f.readline().split()
-        return first[1] if len(first) > 1 else ""
-    except OSError:
-        return ""
-
-
-def _launch_command() -> str:
-    """The outermost ancestor (within 8) whose command line names torchconform: the
-    command the user ran (pytest and xdist workers sit below it); else this process."""
-    from torchconform.config import mask_password
-
-    found, pid = " ".join(sys.argv), os.getpid()
-    for _ in range(8):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
-            with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-                pid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-        if any("torchconform" in a for a in argv) and "pytest" not in " ".join(argv[:3]):
-            found = " ".join(argv)
-        if pid <= 1:
-            break
-    return mask_password(found)
-
-
-def _backend_version() -> str:
-    module = active_profile().backend_module
-    if not module:
-        return ""
-    try:
-        from importlib.metadata import version
-
-        return f"{module} {version(module.split('.')[0])}"
-    except Exception:  # noqa: BLE001 - not an installed distribution: ask the module
-        mod = sys.modules.get(module)
-        return f"{module} {getattr(mod, '__version__', 'unknown')}"
-
-
 def measure_environment() -> dict:
-    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-    values = {
-        "os": f"{platform.system()} {platform.release()}",
-        "cpu_model": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "numa_nodes": len(glob.glob("/sys/devices/system/node/node[0-9]*")) or None,
-        "cpu_affinity": _ranges(affinity) if affinity else None,
-        "mems_allowed": _status_field("Mems_allowed_list") or None,
-        "memory_policy": _memory_policy() or None,
-        "torch": torch.__version__,
-        "backend": _backend_version() or None,
-        "device": backend.device(),
-        "python": platform.python_version(),
-    }
-    if torch.version.cuda and backend.device() == "cuda":
-        values["cuda_runtime"] = torch.version.cuda
-    return {"values": values,
-            "evidence": {"kernel": platform.version(), "torch_git": (torch.version.git_version or "")[:12],
-                         "launch": _launch_command()}}
+    values, evidence = environment.measure(backend.device(), active_profile().backend_module)
+    return {"values": values, "evidence": evidence}

@@ -1,0 +1,160 @@
+"""Why a build's tests failed: their messages and repro commands, as lazily loaded data files.
+
+Every failed, errored, crashed, timed-out and backend-skipped test of a build
+goes into ``data/failures/<slug>/``, read by the build page's failure list
+(static/failures.js, every chunk) and a test's history (static/search.js, the
+one chunk that holds the test, of each build it failed in).  Each file is a
+``TC.loaded(key, ...)`` script loaded by ``<script>`` injection, which works on
+file://.  The files stand on their own (test ids, not positions in the site's
+search index), so a build kept from the last run keeps them as they are.
+
+``index.js`` (key ``failures:<slug>``): ``tests`` (rows in all), ``labels``,
+``messages`` (those of several chunks), ``ops``, ``repros`` (each distinct command as parts: text, 0 for the test's id,
+1 for its operator; a run's commands differ only there: collectors/outcome.py
+``repro_template``), ``clusters`` (signatures), ``first`` (the first test id of
+each chunk, for finding a test's chunk).
+``<k>.js`` (key ``failures:<slug>:<k>``, CHUNK rows each, by test id):
+``groups`` (the test ids as ``[shared prefix, [rest, ...]]``, search.group_parts),
+``messages`` (its messages no other chunk has) and ``rows``: per test, ``STRIDE``
+integers: its label, message (``i`` >= 0: the index's, else the chunk's ``~i``),
+repro command and operator (indices into the lists above) and its failure
+cluster (-1 for a backend skip).
+
+The failure clusters (collectors/clusters.py) come out of the same pass.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from torchconform.ci.report import repro_for
+from torchconform.collectors.clusters import Clusterer, Failure
+from torchconform.collectors.outcome import FAILED, SKIP_BACKEND, render_repro, repro_template
+from torchconform.dashboard.pages.search import group_parts
+
+SHOWN = FAILED | {SKIP_BACKEND}
+STRIDE = 5
+CHUNK = 4000    # rows per chunk file: a test's history loads one chunk of each build it failed in
+ID, OP = 0, 1   # the placeholders of a repro command's parts
+
+
+class _Index(dict):
+    """value -> its index in ``values``, numbered on first sight."""
+
+    def __init__(self):
+        super().__init__()
+        self.values: list = []
+
+    def __missing__(self, value):
+        i = self[value] = len(self.values)
+        self.values.append(value)
+        return i
+
+
+def repro_parts(template: str) -> list:
+    """A ``repro_template`` as parts: text, ID, OP (what the page joins back for a test)."""
+    parts: list = []
+    for i, piece in enumerate(template.split("{id}")):
+        if i:
+            parts.append(ID)
+        for j, text in enumerate(piece.split("{op}")):
+            if j:
+                parts.append(OP)
+            if text:
+                parts.append(text)
+    return parts
+
+
+def failure_data(data, build: str, device: str = "", categories=()) -> tuple[dict, list[dict], list]:
+    """(the index and the chunks of the build's failure data, its clusters largest first)
+    from a build_data.BuildData read with its ``repro`` column (build_data.FAILURE_COLUMNS)."""
+    from torchconform.dashboard.build_data import CODES
+
+    tests, pairs = data.tests, CODES.pairs
+    shown = np.fromiter((o in SHOWN for o, _ in pairs), dtype=bool, count=len(pairs))
+    at = np.flatnonzero(shown[data.code])
+    at = at[np.argsort(tests.id_rank[data.pk[at]], kind="stable")]     # by test id
+    pks, codes = data.pk[at], data.code[at]
+    used, label = np.unique(codes, return_inverse=True)
+    labels = [f"{o}/{k}" if k else o for o, k in map(pairs.__getitem__, used.tolist())]
+    used, op = np.unique(tests.index["op"][pks], return_inverse=True)
+    ops = [tests.levels["op"][u] if u >= 0 else "" for u in used.tolist()]
+    rows = list(map(data.rows.__getitem__, at.tolist()))
+    pk_list = pks.tolist()
+    repro, repros, commands = _repro_column(tests, pk_list, rows, device)
+    failed = np.fromiter((o in FAILED for o, _ in pairs), dtype=bool, count=len(pairs))[codes]
+    cluster, clusters = _cluster_column(tests, pk_list, rows, failed, commands, categories)
+    flat = np.stack([label, np.zeros(len(at), dtype=np.int64), repro, op, cluster], axis=1)
+    chunks, messages = _chunks(tests, pk_list, rows, flat)
+    index = {"build": build, "stride": STRIDE, "tests": len(at), "labels": labels, "messages": messages,
+             "repros": repros, "ops": ops, "clusters": [c.signature for c in clusters],
+             "first": [tests.values["test_id"][pk_list[start]] for start in range(0, len(at), CHUNK)]}
+    return index, chunks, clusters
+
+
+def _repro_column(tests, pk_list, rows, device) -> tuple[np.ndarray, list, list]:
+    """(each row's index in the distinct commands, those commands as parts, each row's command)."""
+    test_id, op_of = tests.values["test_id"], tests.values["op"]
+    templates, literals = _Index(), _Index()
+    at, commands, last = [], [], None
+    for pk, r in zip(pk_list, rows):
+        tid, op = test_id[pk], op_of[pk] or ""
+        repro = r[6] or repro_for({"test_id": tid}, device)
+        commands.append(repro)
+        if last is None or render_repro(last, tid, op) != repro:
+            last = repro_template(repro, tid, op) or None
+        # a template is one entry for many tests; a command that is no template is its own (~n: after them)
+        at.append(templates[last] if last is not None else ~literals[repro])
+    column = np.array(at, dtype=np.int64)
+    column[column < 0] = len(templates.values) + ~column[column < 0]
+    return column, [repro_parts(t) for t in templates.values] + [[text] for text in literals.values], commands
+
+
+def _cluster_column(tests, pk_list, rows, failed, commands, categories) -> tuple[np.ndarray, list]:
+    """(each row's cluster, -1 for a backend skip; the clusters largest first) of the ``failed`` rows."""
+    test_id, name, op, dtype = (tests.values[c] for c in ("test_id", "name", "op", "dtype"))
+    clusterer = Clusterer(categories)
+    column = np.full(len(rows), -1, dtype=np.int64)
+    for k in np.flatnonzero(failed).tolist():
+        pk, r = pk_list[k], rows[k]
+        column[k] = clusterer.add(Failure(test_id[pk], r[1], r[5] or "", commands[k], name[pk] or "", op[pk] or "",
+                                          dtype[pk] or ""))
+    clusters, rank = clusterer.ranked()
+    if rank:
+        column[failed] = np.asarray(rank, dtype=np.int64)[column[failed]]
+    return column, clusters
+
+
+def _chunks(tests, pk_list, rows, flat: np.ndarray) -> tuple[list[dict], list[str]]:
+    """(the chunk files, the messages of several chunks); fills ``flat``'s message column:
+    a message in several chunks is the index's (>= 0), any other its chunk's (~i)."""
+    messages = _Index()
+    message = np.fromiter(map(messages.__getitem__, [r[5] or "" for r in rows]), dtype=np.int64, count=len(rows))
+    n = len(messages.values)
+    in_chunks = np.bincount(np.unique(np.arange(len(rows)) // CHUNK * n + message) % max(n, 1), minlength=n)
+    shared = np.flatnonzero(in_chunks > 1)
+    rank = np.full(n, -1, dtype=np.int64)
+    rank[shared] = np.arange(len(shared))
+    heads, tails = tests.id_parts
+    chunks = []
+    for start in range(0, len(rows), CHUNK):
+        end = start + CHUNK
+        m = rank[message[start:end]]
+        own, local = np.unique(message[start:end][m < 0], return_inverse=True)
+        m[m < 0] = ~local
+        flat[start:end, 1] = m
+        chunks.append({"messages": [messages.values[i] for i in own.tolist()], "rows": flat[start:end].ravel().tolist(),
+                       "groups": group_parts(map(heads.__getitem__, pk_list[start:end]),
+                                             map(tails.__getitem__, pk_list[start:end]))})
+    return chunks, [messages.values[i] for i in shared.tolist()]
+
+
+def render(site, build, data, categories=()) -> tuple[dict, list]:
+    """Write ``build``'s failure data (model.BuildInfo; ``data``: its BuildData); returns
+    ({"failed", "skipped", "clusters"} counts for its page, its clusters largest first)."""
+    index, chunks, clusters = failure_data(data, build.name, build.device, categories)
+    base = f"data/failures/{build.slug}/"
+    site.write_data(base + "index.js", f"failures:{build.slug}", index)
+    for k, chunk in enumerate(chunks):
+        site.write_data(f"{base}{k}.js", f"failures:{build.slug}:{k}", chunk)
+    failed = sum(c.tests for c in clusters)
+    return {"failed": failed, "skipped": index["tests"] - failed, "clusters": len(clusters)}, clusters

@@ -17,18 +17,26 @@ BIN := $(VENV)/bin
 
 .PHONY: venv demo test services clean
 
+# Each install step says what it does and roughly how long it takes (timed on 2 busy cores), then
+# runs quietly: pip's -qq keeps errors and drops warnings, among them setuptools' "Package would be
+# ignored" for every data folder (refdev/csrc, ...) while it builds the editable install.
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	@echo "make: creating the virtual environment $(VENV) and updating its pip (about 25 s)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -qq --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_SPEC)"
-	$(BIN)/pip install -q -e .
-	touch $@
+	@$(BIN)/python -c "import torch" 2>/dev/null || { \
+	  echo "make: installing $(TORCH_SPEC), CPU build (about 1.5 minutes, once)"; \
+	  $(BIN)/pip install -qq "$(TORCH_SPEC)"; }
+	@echo "make: installing torchconform (editable) and its dependencies (about 40 s, once)"
+	@$(BIN)/pip install -qq -e .
+	@touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed tests/constraints.txt
-	# Keep the installed torch whatever the extras ask for (no surprise CUDA build).
-	$(BIN)/pip install -q -c tests/constraints.txt -e ".[$(TEST_EXTRAS)]" "torch==$$($(BIN)/python -c 'import torch; print(torch.__version__.split("+")[0])')"
+	@# Keep the installed torch whatever the extras ask for (no surprise CUDA build).
+	@echo "make: installing the test extras ($(TEST_EXTRAS); Ray and transformers are large: minutes, once)"
+	@$(BIN)/pip install -qq -c tests/constraints.txt -e ".[$(TEST_EXTRAS)]" "torch==$$($(BIN)/python -c 'import torch; print(torch.__version__.split("+")[0])')"
 	touch $@
 
 venv: $(VENV)/.installed

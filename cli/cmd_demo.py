@@ -50,6 +50,8 @@ def _run(args) -> int:
                 "--refdev-profile", args.refdev_profile]
     if args.workers is not None:
         run_argv += ["-n", str(args.workers)]
+    if args.verbose:
+        run_argv += ["-v"]
     if args.db:
         run_argv += ["--db", args.db]
     run_args = parser.parse_args(run_argv)
@@ -69,4 +71,6 @@ def register(sub):
     p.add_argument("-n", "--workers", type=int, default=None, help="pytest-xdist workers (default: CPU count)")
     p.add_argument("--db", default=None, help="results store (default $TORCHCONFORM_DB or ./torchconform.db)")
     p.add_argument("--out", default="site", help="site folder (default ./site)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="stream pytest's own output as the run goes (default: a progress bar, the output in a log file)")
     p.set_defaults(func=_run)

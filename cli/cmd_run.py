@@ -2,19 +2,24 @@
 then print the breakdown (or ``--json``).
 
 pytest runs in a child process (a PrivateUse1 backend can be registered only
-once per process, and a crashing run must not take the CLI down with it); its
-progress goes to stderr so that ``--json`` leaves stdout to the JSON.
+once per process, and a crashing run must not take the CLI down with it).  Its
+output goes to a log file beside the outcome records, and stderr gets a progress
+display read from those records as they are written (``-v``: pytest's output
+as well, streamed); stdout is left to the breakdown or the ``--json``.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 
 from torchconform.db.models import FINISHED_EXIT_STATUSES
 from torchconform.db.runstate import PLAN_ENV, plan_steps, shard_label
@@ -71,6 +76,9 @@ def register(subparsers):
                    help="rerun at most N failures a declared trait may explain with the trait off, to attribute "
                         "them (default 200; 0: none; docs/classification.md)")
     p.add_argument("--json", action="store_true", help="print the breakdown as JSON")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="stream pytest's own output here as it runs (default: a progress bar here, pytest's "
+                        "output in a log file beside the outcome records, its path printed)")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     p.set_defaults(func=run_command)
 
@@ -132,7 +140,10 @@ def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
            "--tc-device", args.device, "--tc-profile", profile.path, "--tc-build", build,
            "--tc-suite", args.suite, "--tc-selection", args.selection, "--tc-jsonl", jsonl,
            "--tc-timeout", f"{args.timeout:g}", "-q", "--tb=line", "-rN", "-o", "console_output_style=count",
-           "-W", "ignore::DeprecationWarning", "-o", "addopts="]
+           "-W", "ignore::DeprecationWarning", "-o", "addopts=",
+           # pytest (9) hangs its log capture on loggers that do not propagate, torch's structured
+           # trace log among them: every compile would add empty DEBUG lines to each failure's report.
+           "--log-disable", "torch.__trace"]
     workers = (os.cpu_count() or 1) if args.workers is None else args.workers
     if workers < 0:
         raise UserError(f"-n {workers} is not a worker count; use 0 (serial) or more")
@@ -284,40 +295,136 @@ def resuming(args, build: str, db: str | None):
         store.close()
 
 
+def log_path_for(jsonl: str) -> str:
+    """Where a run's pytest output goes: beside its outcome records, named like them."""
+    return (jsonl[:-len(".jsonl")] if jsonl.endswith(".jsonl") else jsonl) + ".log"
+
+
+# pytest's report sections (``==== ERRORS ====``) and, under -q, its closing counts line.
+_SECTION = re.compile(r"^[=_-]{3,} (.+?) [=_-]{3,}$")
+_STATS = re.compile(r"^(no tests ran|\d+ [a-z]+\b.*) in \d+(\.\d+)?s\b")
+
+
+class _Shown:
+    """The lines of pytest's output a quiet run shows all the same: torchconform's own report
+    sections (``torchconform skiplist: proposed removals``) and lines addressed to the user."""
+
+    def __init__(self):
+        self.ours = False
+
+    def __call__(self, line: str) -> bool:
+        section = _SECTION.match(line)
+        if section or _STATS.match(line):
+            self.ours = bool(section) and section.group(1).startswith("torchconform")
+            return self.ours
+        return self.ours or line.startswith("torchconform: ")
+
+
+class _Follow(threading.Thread):
+    """Reads the run's JSON lines as the plugin appends them (collectors/sink_jsonl.py) and
+    tells ``progress`` the planned count and each outcome."""
+
+    def __init__(self, path: str, progress):
+        super().__init__(name="torchconform-progress", daemon=True)
+        self.path, self.progress = path, progress
+        self.stopped = threading.Event()
+
+    def run(self):
+        fh, rest = None, ""
+        try:
+            while not self.stopped.wait(0.5):
+                if fh is None:
+                    if not os.path.exists(self.path):
+                        continue
+                    fh = open(self.path, encoding="utf-8", errors="replace")
+                *lines, rest = (rest + fh.read()).split("\n")
+                names = []
+                for line in lines:
+                    with contextlib.suppress(ValueError, KeyError, TypeError):   # a line cut short
+                        rec = json.loads(line)
+                        if rec.get("type", "outcome") == "outcome":
+                            names.append(rec["outcome"])
+                        elif rec.get("type") == "run_planned":
+                            self.progress.set_total(int(rec["run"]["planned"]))
+                if names:
+                    self.progress.add(names)
+        finally:
+            if fh is not None:
+                fh.close()
+
+    def stop(self):
+        self.stopped.set()
+        self.join()
+
+
+def _pump(proc, log, echo) -> str | None:
+    """pytest's output into ``log``, the lines ``echo`` wants onto stderr as well; the usage
+    error pytest reported for torchconform, if any (raised by the caller: said once)."""
+    usage_error, last = None, None
+    for line in proc.stdout:
+        if line == last and line.strip() == "bringing up nodes...":
+            continue  # xdist says it again at collection when not on a terminal
+        last = line
+        if line.startswith("ERROR: torchconform: "):
+            if usage_error is None:
+                usage_error = line[len("ERROR: torchconform: "):].strip()
+                # The skiplist plugin words its errors "torchconform: error: ..." already.
+                usage_error = usage_error[len("error: "):] if usage_error.startswith("error: ") else usage_error
+            continue
+        log.write(line)
+        if echo(line):
+            sys.stderr.write(line)
+    return usage_error
+
+
 def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
     from torchconform.collectors.breakdown import breakdown, format_breakdown
     from torchconform.collectors.sink_jsonl import read_jsonl
     from torchconform.config import mask_password
+    from torchconform.sweep.progress import Progress, class_counts
 
-    usage_error = None
+    verbose = getattr(args, "verbose", False)   # callers that build their own args may lack it
+    log_path = log_path_for(jsonl)
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    print(f"torchconform: pytest's own output: {log_path}" + ("" if verbose else " (-v shows it here too)"),
+          file=sys.stderr)
+    progress = None if verbose else Progress(None, stream=sys.stderr, interval=60.0, unit="tests",
+                                             describe=class_counts)
+    follow = None if progress is None else _Follow(jsonl, progress)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                             errors="replace", preexec_fn=die_with_parent)
     # SIGTERM (a CI cancel) and Ctrl-C reach pytest, which ends its run in order; this
     # process keeps reading its output until it has, then reports the run as interrupted.
-    with forward_signals(proc) as forwarded:
-        last = None
-        for line in proc.stdout:
-            if line == last and line.strip() == "bringing up nodes...":
-                continue  # xdist says it again at collection when not on a terminal
-            last = line
-            if line.startswith("ERROR: torchconform: "):
-                # Raised below as our own one-line error: said once, not echoed as well.
-                if usage_error is None:
-                    usage_error = line[len("ERROR: torchconform: "):].strip()
-                    # The skiplist plugin words its errors "torchconform: error: ..." already.
-                    usage_error = usage_error[len("error: "):] if usage_error.startswith("error: ") else usage_error
-                continue
-            sys.stderr.write(line)
-        rc = proc.wait()
+    try:
+        with open(log_path, "w", encoding="utf-8", errors="replace") as log, forward_signals(proc) as forwarded:
+            if follow is not None:
+                follow.start()
+            usage_error = _pump(proc, log, echo=(lambda line: True) if verbose else _Shown())
+            rc = proc.wait()
+    except BaseException:
+        if progress is not None:
+            progress.close(final=False)   # a terminal gets its cursor back
+        raise
+    finally:
+        if follow is not None:
+            follow.stop()
+    run, outcomes = read_jsonl(jsonl) if os.path.exists(jsonl) else ({}, [])
+    if progress is not None:
+        # The display ends on the very records the breakdown below counts.
+        if run.get("planned") is not None:
+            progress.set_total(int(run["planned"]))
+        progress.sync(o.outcome for o in outcomes)
+        progress.close(final=bool(outcomes) and not usage_error)
     if usage_error:
         raise UserError(usage_error)
+    if not verbose and rc not in FINISHED_EXIT_STATUSES and forwarded.signal is None:
+        _print_log_tail(log_path, rc)
     if rc not in (0, 1) and not os.path.exists(jsonl):
         if forwarded.signal is not None:
             raise UserError(f"run interrupted ({signal.Signals(forwarded.signal).name}) before any test finished; "
                             "nothing was recorded", exit_code=128 + forwarded.signal)
-        raise UserError(f"pytest exited with status {rc} before recording anything; rerun with the command: "
-                        f"{mask_password(' '.join(cmd))}")
-    run, outcomes = read_jsonl(jsonl) if os.path.exists(jsonl) else ({}, [])
+        raise UserError(f"pytest exited with status {rc} before recording anything (its output: {log_path}); "
+                        f"rerun with the command: {mask_password(' '.join(cmd))}")
     ended = rc in FINISHED_EXIT_STATUSES
     if not ended:
         _record_unfinished(db, build, proc.pid, rc, args, run, outcomes)
@@ -328,9 +435,10 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        # pytest's own closing line counts a missing operator as a failure; say which numbers to read.
-        print("torchconform's classification (pytest's own counts above treat backend skips as failures):",
-              file=sys.stderr)
+        if verbose:
+            # pytest's own closing line counts a missing operator as a failure; say which numbers to read.
+            print("torchconform's classification (pytest's own counts above treat backend skips as failures):",
+                  file=sys.stderr)
         print(format_breakdown(result))
         if run.get("trait_reruns"):
             t = run["trait_reruns"]
@@ -341,6 +449,20 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
         return 128 + forwarded.signal  # the shell's convention for "ended by this signal"
     # Test failures are results, not errors of the run; anything else is reported as is.
     return 0 if rc in (0, 1) else (128 - rc if rc < 0 else rc)
+
+
+LOG_TAIL_LINES = 15
+
+
+def _print_log_tail(log_path: str, rc: int) -> None:
+    """pytest ended without finishing its run: the end of its output, which a quiet run kept in the log."""
+    from torchconform.procs import describe_exit
+
+    with open(log_path, encoding="utf-8", errors="replace") as fh:
+        tail = collections.deque(fh, maxlen=LOG_TAIL_LINES)
+    print(f"torchconform: pytest ended early ({describe_exit(rc)}); the end of its output ({log_path}):",
+          file=sys.stderr)
+    sys.stderr.writelines("  " + line for line in tail)
 
 
 def _record_unfinished(db, build, pid, rc, args, run, outcomes):

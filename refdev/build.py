@@ -81,7 +81,7 @@ def _find_so(build_dir: str, name: str) -> str | None:
 
 def load_extension(verbose: bool = False):
     """Return the compiled ``refdev`` extension module, building it if needed."""
-    import torch  # noqa: F401  (libtorch symbols must be loaded first)
+    import torch  # libtorch symbols must be loaded first
 
     compiler = find_compiler()
     if compiler is None:
@@ -114,6 +114,9 @@ def load_extension(verbose: bool = False):
                 if os.path.exists(stale):
                     os.remove(stale)
 
+                # Silent otherwise for half a minute (33 s on an idle machine, 93 s on two busy cores).
+                print(f"torchconform: compiling the refdev device for torch {torch.__version__} (once per torch "
+                      f"and compiler; 30 s to 2 minutes) into {build_dir}", file=sys.stderr, flush=True)
                 try:
                     module = cpp_extension.load(
                         name=name,

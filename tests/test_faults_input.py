@@ -188,8 +188,9 @@ def test_build_names_never_leave_the_runs_folder(tmp_path, name):
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = cwd / ".torchconform" / "runs"
     written = sorted(p for p in tmp_path.rglob("*") if p.is_file())
-    assert len(written) == 1 and written[0].parent == runs, written
-    assert written[0].name == safe_file_name(name) + ".jsonl" != name + ".jsonl"
+    # the outcome records and pytest's log, both inside the runs folder under the safe name
+    assert [p.name for p in written] == [safe_file_name(name) + ".jsonl", safe_file_name(name) + ".log"], written
+    assert {p.parent for p in written} == {runs} and written[0].name != name + ".jsonl"
     assert f"outcome records: {written[0]}" in proc.stdout
     run, outcomes = read_jsonl(written[0])
     assert run["build"] == name and outcomes  # the build keeps its name; only the file is renamed

@@ -133,10 +133,14 @@ def _make_group_class():
 
         _allgather_base = all_gather_single
 
+        def _coalesced(self, collective: str, single, outputs, inputs, opts):
+            """A coalesced tensor form as one single-tensor call per pair (gloo has none)."""
+            return self._run(collective, lambda: _joined([single(o, i, opts) for o, i in
+                                                          zip(_alias(outputs), _alias(inputs))]))
+
         def all_gather_single_coalesced(self, outputs, inputs, opts=None):
-            return self._run("all_gather", lambda: _joined([
-                self._gloo._allgather_base(o, i, opts or dist.AllgatherOptions())
-                for o, i in zip(_alias(outputs), _alias(inputs))]))
+            return self._coalesced("all_gather", self._gloo._allgather_base, outputs, inputs,
+                                   opts or dist.AllgatherOptions())
 
         allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -151,9 +155,8 @@ def _make_group_class():
         _reduce_scatter_base = reduce_scatter_single
 
         def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
-            return self._run("reduce_scatter", lambda: _joined([
-                self._gloo._reduce_scatter_base(o, i, opts or dist.ReduceScatterOptions())
-                for o, i in zip(_alias(outputs), _alias(inputs))]))
+            return self._coalesced("reduce_scatter", self._gloo._reduce_scatter_base, outputs, inputs,
+                                   opts or dist.ReduceScatterOptions())
 
         reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 

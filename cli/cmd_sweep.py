@@ -12,6 +12,9 @@ def register(subparsers):
     p.add_argument("--suite", choices=("models", "ops", "upstream"), default="models")
     p.add_argument("--selection", default="quick",
                    help="quick, full, or (models) model ids such as hf/bert,hf/gpt2 or a file listing them")
+    p.add_argument("--models", default="", metavar="FILE",
+                   help="models: your own model list (model ids, Hugging Face config files or folders of them, "
+                        "Python files building an nn.Module); see docs/zoo.md")
     p.add_argument("--build", required=True, help="build name the results belong to (shards share it)")
     p.add_argument("--shards", type=int, default=1, help="number of shards the selection is split into")
     p.add_argument("--shard", type=int, default=0, help="which shard this machine runs (0-based)")
@@ -36,6 +39,8 @@ def register(subparsers):
 
 
 def run(args) -> int:
+    if args.models and args.suite != "models":
+        raise UserError(f"--models lists models for --suite models; drop it for --suite {args.suite}")
     if args.engine == "ray" and args.suite != "models":
         raise UserError(f"--engine ray runs the models suite only; drop --engine ray for --suite {args.suite}")
     if args.suite == "models":
@@ -45,8 +50,16 @@ def run(args) -> int:
 
 def _models(args) -> int:
     import json
+    import os
 
     from torchconform.sweep.driver import SweepInterrupted, SweepOptions, run_sweep
+
+    if args.models:
+        if args.selection != "quick":
+            raise UserError("--models FILE and --selection both say which models run; pass one of them")
+        if not os.path.isfile(args.models):
+            raise UserError(f"model list {args.models} not found; pass --models PATH of an existing file")
+        args.selection = args.models
 
     variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
     opts = SweepOptions(build=args.build, selection=args.selection, device=args.device, profile=args.profile,

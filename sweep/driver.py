@@ -61,6 +61,8 @@ class SweepReport:
     breakdown: dict                  # this run's outcomes
     build_breakdown: dict            # the build's whole models suite (earlier runs included)
     replaced_workers: int = 0
+    rescheduled: int = 0             # Ray: tasks run again because their node died
+    ran_on: dict = field(default_factory=dict)  # model id -> the worker that ran it (last)
 
 
 def resolve_profile(device: str, profile: str):
@@ -232,9 +234,11 @@ def _run(opts, engine, store, run_id, lock, stop, prof, device, mine, tasks, com
 
     settings = Settings(device=device, profile=prof.path or prof.name, variants=tuple(opts.variants),
                         compile_backend=opts.compile_backend, timeout=opts.timeout,
-                        memory_limit_mb=opts.memory_limit_mb, threads=opts.threads)
+                        memory_limit_mb=opts.memory_limit_mb, threads=opts.threads,
+                        store_url=store.url, run_id=run_id)
     progress = Progress(len(tasks), stream=opts.progress_stream or sys.stderr)
     collected: list = []
+    ran_on: dict = {}
     variants_of = {t.model_id: t.variants for t in tasks}
 
     def on_result(result) -> None:
@@ -244,12 +248,14 @@ def _run(opts, engine, store, run_id, lock, stop, prof, device, mine, tasks, com
         # Store first: once this returns the model survives a kill of the sweep.
         wanted = {test_id(result.model_id, v) for v in variants_of.get(result.model_id, ())}
         outcomes = [o for o in result.outcomes if o.test_id in wanted]
-        stop.storing = True
-        try:
-            store.add_outcomes(run_id, outcomes)
-        finally:
-            stop.storing = False
+        if not result.stored:  # Ray's tasks store their own outcomes
+            stop.storing = True
+            try:
+                store.add_outcomes(run_id, outcomes)
+            finally:
+                stop.storing = False
         collected.extend(outcomes)
+        ran_on[result.model_id] = result.worker
         progress.update(outcomes)
         stop.check()  # a signal that came while storing ends the sweep now
 
@@ -267,7 +273,8 @@ def _run(opts, engine, store, run_id, lock, stop, prof, device, mine, tasks, com
     whole = queries.summary_by(store, opts.build, "suite").get(SUITE) or breakdown(opts.build, [])
     return SweepReport(build=opts.build, run_id=run_id, selected=len(mine), skipped=complete,
                        ran=len(tasks), outcomes=collected, breakdown=breakdown(opts.build, collected),
-                       build_breakdown=whole, replaced_workers=getattr(engine, "replaced", 0))
+                       build_breakdown=whole, replaced_workers=getattr(engine, "replaced", 0),
+                       rescheduled=getattr(engine, "rescheduled", 0), ran_on=ran_on)
 
 
 def render(report: SweepReport) -> str:

@@ -25,6 +25,10 @@ class Settings:
     memory_limit_mb: int = 0         # extra address space per worker beyond its start-up size; 0 = none
     threads: int = 1                 # torch intra-op threads per worker
     seed: int = 0
+    # Where engines whose tasks store their own outcomes (Ray) write: the store's URL
+    # (never printed: it may hold a password) and the sweep's run.
+    store_url: str = field(default="", repr=False)
+    run_id: int = 0
 
 
 @dataclass
@@ -42,6 +46,7 @@ class TaskResult:
     outcomes: list[Outcome] = field(default_factory=list)
     worker: str = ""
     seconds: float = 0.0
+    stored: bool = False             # the task stored these itself (Ray): the driver only counts them
 
 
 class Engine(Protocol):

@@ -140,11 +140,12 @@ def test_run_model_traces_eval_train_with_backward_and_compile(tmp_path):
     assert {"aten::threshold_backward", "aten::mm"} <= sets["train"] - sets["eval"]   # backward
     assert {"aten::addmm", "aten::relu"} <= sets["compile"]
     assert "aten::set_.source_Storage" not in sets["eval"]   # the model's copy is not traced
-    assert outcomes["eval"].trace["library_version"] == "" == models_library(model_id)
+    assert outcomes["eval"].trace["library_version"] == models_library(model_id)
+    assert models_library(model_id).startswith("file-")
     assert outcomes["eval"].trace["torch_version"] == torch.__version__
     # a set the store has at these versions is not traced again
     again = run_model(model_id, "cpu", load_profile("cpu"), variants=("eval", "train"),
-                      traced=[("eval", torch.__version__, "")])
+                      traced=[("eval", torch.__version__, models_library(model_id))])
     assert [(o.variant, o.trace is None) for o in again] == [("eval", True), ("train", False)]
 
 
@@ -154,11 +155,20 @@ def models_library(model_id):
     return library_version(model_id)
 
 
-def test_library_versions_per_family():
+def test_library_versions_per_family(tmp_path):
     from importlib import metadata
 
     assert models_library("hf/bert") == metadata.version("transformers")
-    assert models_library("py/x.py::f") == ""
+    # a model defined by a file: its content is the version (an edited file is traced again)
+    path = tmp_path / "m.py"
+    path.write_text(PY_MODEL)
+    first = models_library(f"py/{path}::build")
+    assert first.startswith("file-") and first == models_library(f"py/{path}::other")
+    path.write_text(PY_MODEL + "\n# edited\n")
+    assert models_library(f"py/{path}::build") not in ("", first)
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "bert"}')
+    assert models_library(f"hfcfg/{config}").startswith(metadata.version("transformers") + "+file-")
 
 
 def test_a_sweep_stores_model_ops_and_does_not_trace_twice(tmp_path):

@@ -1,40 +1,23 @@
 """Which models a selection names, and which builder builds a model id.
 
 Model ids are ``FAMILY/NAME``: ``hf/bert`` (transformers), ``tv/resnet18``
-(torchvision), ``timm/resnet18`` (timm), ``py/PATH.py::FUNC`` (a Python file).
+(torchvision), ``timm/resnet18`` (timm), ``py/PATH.py::FUNC`` (a Python file),
+``hfcfg/PATH.json`` (a Hugging Face config file).  A selection file is a user
+model list (``sweep --models FILE``): see userlist.py for its entries.
 """
 from __future__ import annotations
 
 import os
 
 from torchconform.errors import UserError
-from torchconform.suites.models import hf, pyfile, vision
+from torchconform.suites.models import hf, hfconfig, pyfile, userlist, vision
 from torchconform.suites.models.data_files import load_yaml
 from torchconform.suites.models.spec import Built, Unbuildable, split_model_id
 
 SELECTIONS = ("quick", "full")
 # The package whose code defines a family's models: its version is part of the key of
 # a stored operator set (census/models.py).  py/ files are the user's: no version.
-LIBRARIES = {"hf": "transformers", "tv": "torchvision", "timm": "timm"}
-
-
-def _read_list(path: str) -> list[str]:
-    """A selection file: YAML list, or a mapping with ``models:``, or one id per line."""
-    from torchconform.skiplists.yamlpos import YamlAliasError, YamlError, load_data
-
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    try:
-        data = load_data(path, text)
-    except YamlAliasError:
-        raise  # refused in every file of ours, whatever its form
-    except YamlError:
-        data = None  # not YAML: one id per line
-    if isinstance(data, dict):
-        data = data.get("models")
-    if isinstance(data, list):
-        return [str(x) for x in data]
-    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+LIBRARIES = {"hf": "transformers", "hfcfg": "transformers", "tv": "torchvision", "timm": "timm"}
 
 
 def select(selection: str, notes: list | None = None) -> list[str]:
@@ -55,12 +38,12 @@ def select(selection: str, notes: list | None = None) -> list[str]:
             else:
                 notes.append(f"{family} family left out: {why}")
     elif os.path.isfile(selection):
-        ids = _read_list(selection)
+        ids = userlist.expand(selection)
     elif "/" in selection:
         ids = [part.strip() for part in selection.split(",") if part.strip()]  # ids given inline
     else:
         raise UserError(f"unknown model selection {selection!r}; use quick, full, model ids (hf/bert,hf/gpt2) "
-                        "or a file listing model ids")
+                        "or a model list file (--models FILE)")
     for model_id in ids:
         try:
             split_model_id(model_id)
@@ -83,19 +66,37 @@ def build(model_id: str, seed: int = 0) -> Built:
         return vision.build_timm(name, seed)
     if family == "py":
         return pyfile.build(name, seed)
-    raise Unbuildable(f"unknown model family {family!r} in {model_id!r}; families: hf, tv, timm, py")
+    if family == "hfcfg":
+        return hfconfig.build(name, seed)
+    raise Unbuildable(f"unknown model family {family!r} in {model_id!r}; families: hf, tv, timm, py, hfcfg")
 
 
 def library_version(model_id: str) -> str:
-    """Installed version of the package defining ``model_id``'s family ("" for py/ files,
-    an unknown family or a package that is not installed).  Read from the package's
-    metadata, so the sweep's driver can ask without importing transformers."""
+    """What a stored operator set of ``model_id`` is valid for besides torch's version: the
+    installed version of the package defining its family ("" when not installed), and
+    for a model defined by a file (py/, hfcfg/) a hash of that file, so that an edited
+    file is traced again.  Read from package metadata, so the sweep's driver can ask
+    without importing transformers."""
     from importlib import metadata
 
-    package = LIBRARIES.get(model_id.partition("/")[0])
-    if not package:
-        return ""
+    family, _, name = model_id.partition("/")
+    parts = []
+    package = LIBRARIES.get(family)
+    if package:
+        try:
+            parts.append(metadata.version(package))
+        except metadata.PackageNotFoundError:
+            return ""
+    if family in userlist.PATH_FAMILIES:
+        parts.append("file-" + _file_digest(name.partition("::")[0]))
+    return "+".join(parts)
+
+
+def _file_digest(path: str) -> str:
+    import hashlib
+
     try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return ""
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()[:12]
+    except OSError:
+        return "missing"

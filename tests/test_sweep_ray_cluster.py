@@ -1,0 +1,125 @@
+"""The Ray engine at scale-out: tasks store their own outcomes, a worker that crashes,
+hangs or runs out of memory costs one model, and a node killed mid-sweep loses nothing.
+
+The cluster test starts a real multi-node Ray cluster on loopback (three raylets,
+Ray's own ``cluster_utils``) and kills one node's raylet while a 30-model sweep runs.
+"""
+import collections
+import os
+import threading
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="extra ray: pip install 'torchconform[ray]'")
+
+from sqlalchemy import func, select  # noqa: E402
+
+from torchconform.collectors.outcome import CRASH, PASS, TIMEOUT  # noqa: E402
+from torchconform.db.models import results, tests  # noqa: E402
+from torchconform.db.store import open_store  # noqa: E402
+from torchconform.sweep.driver import SweepOptions, run_sweep  # noqa: E402
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "zoo", "faulty.py")
+
+
+def _ids(*names):
+    return [f"py/{FIXTURE}::{n}" for n in names]
+
+
+def _rows_per_test(db):
+    store = open_store(str(db))
+    try:
+        with store.read() as conn:
+            return dict(conn.execute(select(tests.c.test_id, func.count(results.c.id))
+                                     .join(results, results.c.test_pk == tests.c.id)
+                                     .group_by(tests.c.test_id)).all())
+    finally:
+        store.close()
+
+
+def test_faulty_models_on_ray_cost_one_model_each(tmp_path, monkeypatch):
+    monkeypatch.setenv("TC_FAULT_ON_CPU", "1")  # device cpu: the faults fire in the tasks' CPU runs
+    selection = tmp_path / "models.txt"
+    selection.write_text("\n".join(_ids("segfault", "hang", "oom", "healthy")) + "\n")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        report = run_sweep(SweepOptions(
+            build="faults", selection=str(selection), device="cpu", db=str(tmp_path / "r.db"), engine="ray",
+            workers=2, variants=("eval", "train"), timeout=30, memory_limit_mb=512,
+            progress_stream=open(os.devnull, "w")))
+    finally:
+        ray.shutdown()
+    by = {(o.op.rsplit("::", 1)[-1], o.variant): o for o in report.outcomes}
+    assert len(report.outcomes) == 8
+    assert by[("segfault", "eval")].outcome == CRASH and "crashed while running" in by[("segfault", "eval")].message
+    # the task itself stored this before ending its worker
+    oom = by[("oom", "eval")]
+    assert oom.outcome == CRASH and "ran out of memory (limit 512 MiB)" in oom.message
+    assert by[("hang", "eval")].outcome == TIMEOUT and "exceeded 30s" in by[("hang", "eval")].message
+    assert by[("hang", "train")].outcome == TIMEOUT and "not run" in by[("hang", "train")].message
+    assert by[("healthy", "eval")].outcome == PASS and by[("healthy", "train")].outcome == PASS
+    # each run stored exactly once, whoever wrote it (task or driver)
+    rows = _rows_per_test(tmp_path / "r.db")
+    assert len(rows) == 8 and set(rows.values()) == {1}
+
+
+def test_a_node_killed_mid_sweep_loses_no_model_and_its_models_run_elsewhere(tmp_path, monkeypatch):
+    from ray.cluster_utils import Cluster
+
+    monkeypatch.setenv("TC_SLOW_SECONDS", "1.5")  # inherited by the raylets and their workers
+    ids = _ids(*(f"slow_{i}" for i in range(30)))
+    selection = tmp_path / "models.txt"
+    selection.write_text("\n".join(ids) + "\n")
+    db = tmp_path / "r.db"
+    running = tmp_path / "running"
+    running.mkdir()
+    monkeypatch.setenv("TC_RUNNING_DIR", str(running))  # set before the raylets start: they inherit it
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    doomed = cluster.add_node(num_cpus=1)
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    killed = threading.Event()
+
+    raylet = doomed.all_processes["raylet"][0].process.pid
+
+    def busy_on_doomed_node() -> bool:
+        """A model is running right now in a worker of the doomed node's raylet."""
+        for name in os.listdir(running):
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == raylet:
+                        return True
+            except (OSError, ValueError, IndexError):
+                continue  # that model just ended
+        return False
+
+    def kill_when_some_are_stored():
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if db.exists() and sum(_rows_per_test(db).values()) >= 6 and busy_on_doomed_node():
+                cluster.remove_node(doomed, allow_graceful=False)  # SIGKILL of that node's raylet
+                killed.set()
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_when_some_are_stored, daemon=True)
+    ray.init(address=cluster.address, log_to_driver=False)
+    try:
+        killer.start()
+        report = run_sweep(SweepOptions(
+            build="cluster", selection=str(selection), device="cpu", db=str(db), engine="ray",
+            ray_address=cluster.address, workers=3, variants=("eval",), timeout=120,
+            progress_stream=open(os.devnull, "w")))
+    finally:
+        killer.join(5)
+        ray.shutdown()
+        cluster.shutdown()
+    assert killed.is_set(), "the sweep ended before a node could be killed"
+    rows = _rows_per_test(db)
+    assert sorted(rows) == sorted(f"models::{m}::eval" for m in ids)
+    assert set(rows.values()) == {1}, {t: n for t, n in rows.items() if n != 1}
+    outcomes = collections.Counter(o.outcome for o in report.outcomes)
+    assert outcomes == {PASS: 30}, outcomes  # the lost node's models ran again elsewhere, not as crashes
+    assert report.rescheduled >= 1, (doomed.node_id[:8], collections.Counter(
+        w.split(":")[1] for w in report.ran_on.values()))

@@ -72,7 +72,8 @@ class _InlineEngine:
             start = time.monotonic()
             outcomes = run_model(task.model_id, self.device, self.profile,
                                  variants=tuple(task.variants or settings.variants),
-                                 compile_backend=settings.compile_backend or None, seed=settings.seed)
+                                 compile_backend=settings.compile_backend or None, seed=settings.seed,
+                                 warm_calls=settings.warm_calls)
             on_result(TaskResult(model_id=task.model_id, outcomes=outcomes, worker="inline",
                                  seconds=time.monotonic() - start))
 

@@ -14,6 +14,7 @@ from torchconform.ci.report import junit_xml, markdown
 from torchconform.collectors import clusters as clusters_mod
 from torchconform.census.diff import gate_context as census_gate_context
 from torchconform.errors import UserError
+from torchconform.suites.traits.readback import compare_traits, traits_from_records
 
 
 @dataclass
@@ -175,6 +176,8 @@ def _render(result, base, old, new, info, config, notes, confirmations, not_reru
     limit = config.report["max_items"]
     clusters = clusters_mod.order(clusters_mod.from_records(new, categories),
                                   clusters_mod.from_records(old, categories) if base else None)
-    text = markdown(result, old_b, new_b, limit=limit, device=info["device"], notes=notes, clusters=clusters)
+    traits = compare_traits(traits_from_records(old.values()), traits_from_records(new.values())) if base else []
+    text = markdown(result, old_b, new_b, limit=limit, device=info["device"], notes=notes, clusters=clusters,
+                    traits=traits)
     return GateRun(result=result, baseline=base, markdown=text, junit=junit_xml(result, limit=limit),
                    notes=notes, confirmations=confirmations, not_rerun=not_rerun or {})

@@ -96,9 +96,23 @@ def cluster_lines(clusters: list, limit: int, device: str = "") -> list[str]:
     return out + _more(len(clusters), limit) + [""]
 
 
+def trait_lines(changed: list) -> list[str]:
+    """The summary's section on traits that changed since the baseline (readback.compare_traits rows)."""
+    rows = [r for r in changed if r[3]]
+    if not rows:
+        return []
+    out = [f"## Traits changed since the baseline ({len(rows)})", "",
+           "Measured by the traits suite in both builds; see the build's evaluation page.", "",
+           "| trait | baseline | build |", "|---|---|---|"]
+    out += [f"| {_md(label)} | {_md(before)} | {_md(after)} |" for label, before, after, _ in rows]
+    return out + [""]
+
+
 def markdown(result: GateResult, old_breakdown: dict, new_breakdown: dict, limit: int = 50,
-             device: str = "", notes: list[str] | None = None, clusters: list | None = None) -> str:
-    """``clusters``: the build's failure clusters, new since the baseline first (collectors/clusters.py)."""
+             device: str = "", notes: list[str] | None = None, clusters: list | None = None,
+             traits: list | None = None) -> str:
+    """``clusters``: the build's failure clusters, new since the baseline first (collectors/clusters.py);
+    ``traits``: readback.compare_traits of the two builds."""
     verdict = "PASSED" if result.passed else "FAILED"
     out = [f"# torchconform gate: {verdict}", "",
            f"Build `{_md(result.new)}` against baseline `{_md(result.old)}`.", ""]
@@ -112,6 +126,7 @@ def markdown(result: GateResult, old_breakdown: dict, new_breakdown: dict, limit
 
     out += ["## Breakdown", "", "```", format_breakdown(new_breakdown), "```", "",
             "### Delta against the baseline", ""] + _delta_table(old_breakdown, new_breakdown) + [""]
+    out += trait_lines(traits or [])
     out += cluster_lines(clusters or [], limit, device)
 
     groups = regressions_by_operator(result)

@@ -31,6 +31,9 @@ def register(subparsers):
     p.add_argument("--memory-limit-mb", type=int, default=0,
                    help="models: address space each worker may grow by (0: no limit)")
     p.add_argument("--threads", type=int, default=1, help="models: torch threads per worker")
+    p.add_argument("--warm-calls", type=int, default=2,
+                   help="models: calls after the first, on the device and on CPU, whose median is a passing "
+                        "run's warm time (0: cold time only)")
     p.add_argument("--retrace", action="store_true",
                    help="models: trace each model's operator sets again even where the store has them "
                         "for these torch/library versions")
@@ -54,6 +57,8 @@ def _models(args) -> int:
 
     from torchconform.sweep.driver import SweepInterrupted, SweepOptions, run_sweep
 
+    if args.warm_calls < 0:
+        raise UserError(f"--warm-calls {args.warm_calls} is negative; pass 0 (cold time only) or more")
     if args.models:
         if args.selection != "quick":
             raise UserError("--models FILE and --selection both say which models run; pass one of them")
@@ -67,6 +72,7 @@ def _models(args) -> int:
                         resume=args.resume, workers=args.workers, db=args.db, variants=variants,
                         compile_backend=args.compile_backend, timeout=args.timeout,
                         memory_limit_mb=args.memory_limit_mb, threads=args.threads, retrace=args.retrace,
+                        warm_calls=args.warm_calls,
                         command=" ".join(["torchconform"] + sys.argv[1:]))
     try:
         report = run_sweep(opts)

@@ -50,3 +50,48 @@ def parse_compile_note(message: str) -> dict | None:
     out = {"backend": m.group("backend")}
     out.update({k: int(m.group(k)) for k in COMPILE_FIELDS})
     return out
+
+
+# The execution cost of a passing model run (suites/models/check.py), cold and warm apart:
+# ``timing: device_cold_s=0.0213 device_warm_s=0.0040 cpu_cold_s=0.0102 cpu_warm_s=0.0038
+# warm_calls=2 compiles=1``.  A figure not measured is ``-`` (warm with --warm-calls 0,
+# compiles outside the compiled run).
+TIMING_PREFIX = "timing:"
+TIMING_FIELDS = ("device_cold_s", "device_warm_s", "cpu_cold_s", "cpu_warm_s", "warm_calls", "compiles")
+_TIMING_RX = re.compile(r"^timing:((?: \w+=\S+)+)\s*$")
+
+
+def timing_note(**figures) -> str:
+    """The message of a passing model run; ``figures`` by the names of TIMING_FIELDS."""
+    unknown = set(figures) - set(TIMING_FIELDS)
+    if unknown:
+        raise ValueError(f"timing_note: unknown fields {sorted(unknown)}")
+
+    def text(name):
+        value = figures.get(name)
+        if value is None:
+            return "-"
+        return str(int(value)) if name in ("warm_calls", "compiles") else f"{float(value):.6g}"
+
+    return TIMING_PREFIX + "".join(f" {name}={text(name)}" for name in TIMING_FIELDS)
+
+
+def parse_timing_note(message: str) -> dict | None:
+    """The figures of a :func:`timing_note` message (None for a figure not measured),
+    or None for any other message."""
+    m = _TIMING_RX.match(message or "")
+    if not m:
+        return None
+    pairs = dict(part.split("=", 1) for part in m.group(1).split())
+    if set(pairs) != set(TIMING_FIELDS):
+        return None
+    out = {}
+    for name, value in pairs.items():
+        if value == "-":
+            out[name] = None
+            continue
+        try:
+            out[name] = int(value) if name in ("warm_calls", "compiles") else float(value)
+        except ValueError:
+            return None
+    return out

@@ -27,10 +27,11 @@ from torchconform.dashboard.pages.matrix import COUNT_NAMES   # the matrix's num
 from torchconform.db.queries import DISTRIBUTED_SUITE, MODELS_SUITE
 
 # What a build reads of its results (queries.latest_rows); ``test_pk`` joins them to TestTable.
-RESULT_COLUMNS = ("test_pk", "outcome", "kind", "missing_op", "fallback_ops", "message")
+RESULT_COLUMNS = ("test_pk", "outcome", "kind", "missing_op", "fallback_ops", "message", "max_abs_err", "max_rel_err")
 # ... and, for a build whose pages are rendered, its repro commands (failures.py; the store
 # renders most from their run's template)
 FAILURE_COLUMNS = (*RESULT_COLUMNS, "repro")
+REPRO_AT = FAILURE_COLUMNS.index("repro")
 TEST_COLUMNS = ("test_id", "suite", "file", "op", "variant", "dtype", "name")
 _PK, _OUTCOME, _KIND, _MOP = (itemgetter(i) for i in range(4))
 _VALUE = itemgetter(1, 2, 3, 4, 5)    # (outcome, kind, missing_op, fallback_ops, message): queries.diff_maps' values

@@ -29,6 +29,7 @@ import numpy as np
 from torchconform.ci.report import repro_for
 from torchconform.collectors.clusters import Clusterer, Failure
 from torchconform.collectors.outcome import FAILED, SKIP_BACKEND, render_repro, repro_template
+from torchconform.dashboard.build_data import REPRO_AT
 from torchconform.dashboard.pages.search import group_parts
 
 SHOWN = FAILED | {SKIP_BACKEND}
@@ -98,7 +99,7 @@ def _repro_column(tests, pk_list, rows, device) -> tuple[np.ndarray, list, list]
     at, commands, last = [], [], None
     for pk, r in zip(pk_list, rows):
         tid, op = test_id[pk], op_of[pk] or ""
-        repro = r[6] or repro_for({"test_id": tid}, device)
+        repro = r[REPRO_AT] or repro_for({"test_id": tid}, device)
         commands.append(repro)
         if last is None or render_repro(last, tid, op) != repro:
             last = repro_template(repro, tid, op) or None

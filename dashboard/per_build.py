@@ -19,7 +19,7 @@ from torchconform.dashboard.build_data import FAILURE_COLUMNS, BuildData, TestTa
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.pages import build as build_page
 from torchconform.dashboard.pages import diff as diff_page
-from torchconform.dashboard.pages import matrix, missing, search
+from torchconform.dashboard.pages import evaluation, matrix, missing, search
 
 
 @dataclass
@@ -87,6 +87,7 @@ def _render_one(store, queries, site, b: BuildInfo, data: BuildData, generated: 
     census = impact.op_models(found.blocks) if found is not None and found.traced else None
     board = data.leaderboard(queries, first_missing, census)
     missing.render_build(site, b, board, slugs, generated)
+    baseline = None
     if b.baseline is not None:
         baseline = last.get(b.group)
         if baseline is None or baseline.name != b.baseline.name:
@@ -99,6 +100,7 @@ def _render_one(store, queries, site, b: BuildInfo, data: BuildData, generated: 
             one_each = b.meta.get("results") == len(data.rows)
             d["flaky"] = [] if one_each else [f for f in queries.flaky_tests(store, b.name) if f.get("flaky")]
         diff_page.render(site, b, d, generated)
+    evaluation.render(site, b, data, baseline, generated)
     last[b.group] = data
     blocking = None if found is None else ({m: sorted(ops) for m, ops in found.sets().items()}, found.untraced)
     return BuildResult(b.name, b.summary, board, encoded, blocking, clusters)

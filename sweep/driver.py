@@ -43,6 +43,7 @@ class SweepOptions:
     timeout: float = 600.0
     memory_limit_mb: int = 0
     threads: int = 1
+    warm_calls: int = 2              # calls after the first that time a passing run warm
     devices: int = 0                 # 0 = ask the backend how many devices there are
     command: str = ""
     retrace: bool = False            # trace every model's operator sets even where the store has them
@@ -235,7 +236,7 @@ def _run(opts, engine, store, run_id, lock, stop, prof, device, mine, tasks, com
     settings = Settings(device=device, profile=prof.path or prof.name, variants=tuple(opts.variants),
                         compile_backend=opts.compile_backend, timeout=opts.timeout,
                         memory_limit_mb=opts.memory_limit_mb, threads=opts.threads,
-                        store_url=store.url, run_id=run_id)
+                        warm_calls=opts.warm_calls, store_url=store.url, run_id=run_id)
     progress = Progress(len(tasks), stream=opts.progress_stream or sys.stderr)
     collected: list = []
     ran_on: dict = {}

@@ -111,6 +111,7 @@ def run_task(task: Task, settings: Settings) -> dict:
     try:
         run_model(task.model_id, settings.device, profile, variants=todo,
                   compile_backend=settings.compile_backend or None, seed=settings.seed, traced=task.traced,
+                  warm_calls=settings.warm_calls,
                   emit=lambda v: current.__setitem__(0, v), on_outcome=on_outcome)
     except MemoryError:
         lost = failures.crash(task.model_id, todo, done, current[0], settings.device, worker_name(),

@@ -112,6 +112,7 @@ def main(conn, name: str, settings, index: int | None, parent_pid: int | None = 
         try:
             run_model(task.model_id, device, profile, variants=variants,
                       compile_backend=settings.compile_backend or None, seed=settings.seed, traced=task.traced,
+                      warm_calls=settings.warm_calls,
                       emit=lambda v: conn.send(("start", task.model_id, v)),
                       on_outcome=lambda o: conn.send(("outcome", task.model_id, o.to_dict())))
         except MemoryError:

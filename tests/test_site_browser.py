@@ -295,3 +295,19 @@ def test_failures_split_in_chunks_load_on_both_pages(page, chunked):
         history.nth(3).wait_for()
         by_build = {c[0]: c for c in (r.locator("td").all_inner_texts() for r in history.all())}
         assert by_build["b3"][4] == message
+
+
+def test_evaluation_page_from_the_build_page(page, site):
+    page.goto(url(site, "builds/b3/index.html"))
+    page.get_by_role("link", name="Evaluation: traits, environment, numerical drift, cold and warm cost").click()
+    page.wait_for_load_state()
+    assert page.url.endswith("builds/b3/evaluation.html")
+    assert page.locator("h1").inner_text() == "Evaluation of build b3"
+    body = page.locator("main").inner_text()
+    for heading in ("Environment", "Numerical error per operator and dtype", "Execution cost per model"):
+        assert heading in body
+    assert "did not run the traits suite" in body     # the fixture's builds have no traits run
+    # the baseline's own evaluation page is one click away
+    page.get_by_role("link", name="b2", exact=True).click()
+    page.wait_for_load_state()
+    assert page.url.endswith("builds/b2/evaluation.html")

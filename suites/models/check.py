@@ -26,12 +26,14 @@ store already holds for these versions (``traced``) is not traced again.
 from __future__ import annotations
 
 import copy
+import statistics
 import time
 import warnings
 from typing import Callable
 
 from torchconform.census import modeltrace
 from torchconform.collectors.devicecheck import DeviceCheck
+from torchconform.collectors.notes import timing_note
 from torchconform.collectors.numeric import Tally
 from torchconform.collectors.outcome import ERROR, PASS, PASS_FALLBACK, SKIP_ELIGIBILITY, Outcome
 from torchconform.suites.models import backend as backend_mod
@@ -69,43 +71,99 @@ def _to(value, device):
 
 
 # -- the three runs; each returns {path: tensor} -----------------------------------------
+# ``clock`` (a Clock, or None) times the run's calls: the first (cold: lazy set-up, the
+# compile of the compiled run) and ``clock.warm_calls`` more (warm), results of the first.
 
-def run_eval(model, inputs, compile_backend=None) -> dict:
+def _call(fn, clock):
+    return fn() if clock is None else clock.run(fn)
+
+
+def run_eval(model, inputs, compile_backend=None, clock=None) -> dict:
     import torch
 
     model.eval()
     with torch.no_grad():
-        return flatten(model(**inputs))
+        return flatten(_call(lambda: model(**inputs), clock))
 
 
-def run_train(model, inputs, compile_backend=None) -> dict:
+def run_train(model, inputs, compile_backend=None, clock=None) -> dict:
     import torch
 
     model.train()
-    model.zero_grad(set_to_none=True)
-    out = flatten(model(**inputs))
-    terms = [t.float().mean() for t in out.values() if t.is_floating_point() and t.requires_grad]
-    if not terms:
-        raise RuntimeError("no differentiable output to train on")
-    loss = torch.stack(terms).sum()
-    loss.backward()
-    result = {"loss": loss.detach()}
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        out = flatten(model(**inputs))
+        terms = [t.float().mean() for t in out.values() if t.is_floating_point() and t.requires_grad]
+        if not terms:
+            raise RuntimeError("no differentiable output to train on")
+        loss = torch.stack(terms).sum()
+        loss.backward()
+        return loss.detach()
+
+    # every step starts from zeroed gradients: after warm steps they are the first step's
+    result = {"loss": _call(step, clock)}
     for name, p in model.named_parameters():
         if p.grad is not None:
             result[f"grad.{name}"] = p.grad
     return result
 
 
-def run_compile(model, inputs, compile_backend="eager") -> dict:
+def run_compile(model, inputs, compile_backend="eager", clock=None) -> dict:
     import torch
 
     model.eval()
     compiled = torch.compile(model, backend=compile_backend, fullgraph=False)
+    frames = _compiled_frames()
     try:
         with torch.no_grad():
-            return flatten(compiled(**inputs))
+            return flatten(_call(lambda: compiled(**inputs), clock))
     finally:
+        if clock is not None:
+            clock.compiles = _compiled_frames() - frames
         torch._dynamo.reset()
+
+
+def _compiled_frames() -> int:
+    """Frames dynamo has compiled in this process so far (a recompile counts again)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"].get("unique_graphs", 0))
+
+
+class Clock:
+    """Times one run's calls: ``cold`` the first, ``warm`` the median of ``warm_calls``
+    more; ``sync`` waits for the device (its work may be asynchronous) before each
+    reading.  ``compiles``: frames compiled by the run (the compiled variant only)."""
+
+    def __init__(self, warm_calls: int = 0, sync=None):
+        self.warm_calls, self.sync = max(0, int(warm_calls)), sync or (lambda: None)
+        self.cold: float | None = None
+        self.warm: float | None = None
+        self.compiles: int | None = None
+
+    def run(self, fn):
+        start = time.perf_counter()
+        first = fn()
+        self.sync()
+        self.cold = time.perf_counter() - start
+        times = []
+        for _ in range(self.warm_calls):
+            start = time.perf_counter()
+            fn()
+            self.sync()
+            times.append(time.perf_counter() - start)
+        self.warm = statistics.median(times) if times else None
+        return first
+
+
+def device_sync(device: str):
+    """The device module's ``synchronize`` (cpu: nothing to wait for)."""
+    import torch
+
+    module = getattr(torch, device.split(":")[0], None)
+    sync = getattr(module, "synchronize", None) if device != "cpu" else None
+    return sync if callable(sync) else None
 
 
 _OOM_TEXT = ("can't allocate memory", "not enough memory", "out of memory")
@@ -133,7 +191,7 @@ def make_outcome(model_id: str, variant: str, device: str, dtype: str, outcome: 
     )
 
 
-def _device_run(variant, built, device, profile, compile_backend, seed) -> tuple[dict, list[str]]:
+def _device_run(variant, built, device, profile, compile_backend, seed, clock=None) -> tuple[dict, list[str]]:
     """Run ``variant`` on the device; returns results on CPU and the fallback operators seen."""
     import torch
 
@@ -143,7 +201,7 @@ def _device_run(variant, built, device, profile, compile_backend, seed) -> tuple
         warnings.simplefilter("always")
         model = copy.deepcopy(built.model).to(device)
         inputs = _to(built.inputs, device)
-        result = RUNS[variant](model, inputs, compile_backend)
+        result = RUNS[variant](model, inputs, compile_backend, clock)
         result = {k: v.detach().cpu() for k, v in result.items()}
     ops = sorted(backend_mod.fallback_counts(profile))
     if not ops:
@@ -169,11 +227,14 @@ def _trace_compile(built, seed: int) -> set | None:
 
 def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_backend: str | None = None,
               seed: int = 0, emit: Callable[[str], None] | None = None,
-              on_outcome: Callable[[Outcome], None] | None = None, traced=()) -> list[Outcome]:
+              on_outcome: Callable[[Outcome], None] | None = None, traced=(),
+              warm_calls: int = 0) -> list[Outcome]:
     """All outcomes of one model.  ``emit(variant)`` is called before each run starts
     and ``on_outcome(outcome)`` after each ends (the sweep worker streams both, so
     that a crash loses only the run it interrupted).  ``traced``: (variant, torch
     version, library version) of the operator sets the store has; those are not traced.
+    ``warm_calls``: calls after the first whose median is the warm time of a passing
+    run's ``timing:`` note (collectors/notes.py), on the device and on CPU; 0: cold only.
 
     Running out of memory is not an outcome of the model but of the process:
     ``MemoryError`` (and allocator failures) propagate, and the sweep worker
@@ -215,6 +276,7 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
     to_trace = {v for v in variants if (v, versions["torch_version"], versions["library_version"]) not in stored}
     sets: dict = {}  # variant -> overloads its CPU run reached
     check = DeviceCheck(device.split(":")[0])
+    cpu_clocks: dict = {}  # ref kind -> Clock of its CPU reference
     for variant in variants:
         if emit:
             emit(variant)
@@ -225,9 +287,15 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
             if ref_kind not in reference:
                 torch.manual_seed(seed)
                 model = copy.deepcopy(built.model)  # outside the trace: the device's copy is made on CPU
-                with modeltrace.recording(ref_kind in to_trace) as seen:
-                    reference[ref_kind] = RUNS[ref_kind](model, built.inputs)
+                tracing = ref_kind in to_trace
+                cpu_clocks[ref_kind] = Clock(warm_calls)
+                with modeltrace.recording(tracing) as seen:
+                    reference[ref_kind] = RUNS[ref_kind](model, built.inputs, None,
+                                                         None if tracing else cpu_clocks[ref_kind])
                 sets[ref_kind] = seen
+                if tracing:  # timed apart: a dispatch mode would slow every call it sees
+                    torch.manual_seed(seed)
+                    RUNS[ref_kind](copy.deepcopy(built.model), built.inputs, None, cpu_clocks[ref_kind])
             expected = reference[ref_kind]
         except Exception as exc:
             _reraise_oom(exc)
@@ -239,8 +307,9 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
             sets[variant] = _trace_compile(built, seed)
         before = check.memory()
         errors = Tally()   # of the comparison with the CPU reference, on every outcome that made one
+        clock = Clock(warm_calls, device_sync(device))
         try:
-            actual, fallback = _device_run(variant, built, device, profile, compile_backend, seed)
+            actual, fallback = _device_run(variant, built, device, profile, compile_backend, seed, clock)
             assert_same(actual, expected, variant, errors)
         except Exception as exc:
             _reraise_oom(exc)
@@ -255,6 +324,9 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
             record(make_outcome(model_id, variant, device, dtype, ERROR, message=leak, fallback_ops=fallback,
                                 duration=time.perf_counter() - begin, **errors.fields()))
             continue
-        record(make_outcome(model_id, variant, device, dtype, PASS_FALLBACK if fallback else PASS,
-                                 fallback_ops=fallback, duration=time.perf_counter() - begin, **errors.fields()))
+        cpu = cpu_clocks.get(ref_kind) or Clock()
+        timing = timing_note(device_cold_s=clock.cold, device_warm_s=clock.warm, cpu_cold_s=cpu.cold,
+                             cpu_warm_s=cpu.warm, warm_calls=warm_calls, compiles=clock.compiles)
+        record(make_outcome(model_id, variant, device, dtype, PASS_FALLBACK if fallback else PASS, message=timing,
+                            fallback_ops=fallback, duration=time.perf_counter() - begin, **errors.fields()))
     return outcomes

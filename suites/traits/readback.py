@@ -42,7 +42,7 @@ def lookup(traits: dict, dotted: str):
     return value
 
 
-def _text(value) -> str:
+def value_text(value) -> str:
     if value is None:
         return "not measured"
     if isinstance(value, bool):
@@ -50,6 +50,23 @@ def _text(value) -> str:
     if isinstance(value, list):
         return ", ".join(map(str, value)) or "none"
     return str(value)
+
+
+def traits_from_records(records) -> dict:
+    """The traits of a build from its records (dicts with ``suite`` and ``message``: the gate's)."""
+    traits = traits_from_messages(r["message"] for r in records if r.get("suite") == SUITE and r.get("message"))
+    traits.pop("environment", None)
+    return traits
+
+
+def compare_traits(old: dict, new: dict) -> list[tuple[str, str, str, bool]]:
+    """(label, baseline text, build text, changed) per trait of TEXT_KEYS; nothing counts as
+    changed where the baseline measured no traits at all (it did not run the suite)."""
+    rows = []
+    for label, key in TEXT_KEYS:
+        before, after = value_text(lookup(old, key)), value_text(lookup(new, key))
+        rows.append((label.strip(), before, after, bool(old) and bool(new) and before != after))
+    return rows
 
 
 def format_traits(traits: dict, environment: dict | None) -> str:
@@ -60,10 +77,10 @@ def format_traits(traits: dict, environment: dict | None) -> str:
         for label, key in TEXT_KEYS:
             trait = lookup(traits, key.rsplit(".", 1)[0])
             why = trait.get("reason") if isinstance(trait, dict) and trait.get("measurable") is False else ""
-            lines.append(f"  {label:<34} {_text(lookup(traits, key))}" + (f" ({why})" if why else ""))
+            lines.append(f"  {label:<34} {value_text(lookup(traits, key))}" + (f" ({why})" if why else ""))
     if environment:
         lines.append("environment:")
-        lines += [f"  {key:<34} {_text(environment.get(key))}" for key in ENVIRONMENT_KEYS]
+        lines += [f"  {key:<34} {value_text(environment.get(key))}" for key in ENVIRONMENT_KEYS]
         launch = (environment.get("evidence") or {}).get("launch")
         if launch:
             lines.append(f"  {'launch':<34} {launch}")

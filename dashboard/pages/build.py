@@ -15,6 +15,15 @@ META_KEYS = ("created", "branch", "device", "backend", "backend_version", "profi
              "torch_git", "commit")
 
 
+def _meta_text(key: str, value) -> str:
+    """A metadata value as one line; the environment as its main facts (the evaluation page has it all)."""
+    if key == "environment" and isinstance(value, dict):
+        from torchconform.suites.traits.readback import ENVIRONMENT_KEYS
+
+        return "; ".join(f"{k} {value[k]}" for k in ENVIRONMENT_KEYS if value.get(k) not in (None, ""))
+    return str(value)
+
+
 def _by_table(stem: str, title: str, key: str, rows: list[dict]) -> Table:
     t = Table(stem, [key, "outcomes", "pass", "pass_fallback", "failed", "skip_eligibility",
                      "skip_backend", *BACKEND_SKIP_KINDS, "xfail", "xpass", "pass rate %"], title=title)
@@ -49,7 +58,7 @@ def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], ge
     meta = [("build", build.name)] + [(k, build.meta.get(k)) for k in META_KEYS if build.meta.get(k)]
     extra = build.meta.get("metadata") or build.meta.get("extra") or {}
     if isinstance(extra, dict):
-        meta += [(str(k), str(v)) for k, v in sorted(extra.items())]
+        meta += [(str(k), _meta_text(k, v)) for k, v in sorted(extra.items())]
     return site.page(base + "index.html", "build.html", title=f"Build {build.name}", build=build,
                      meta=meta, bar=charts.breakdown_bar(b), counts=breakdown_counts(b),
                      breakdown_text=format_breakdown({**b, "complete": build.complete}), outcomes_table=outcomes, suites_table=suites,

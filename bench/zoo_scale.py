@@ -196,8 +196,10 @@ def estimate(per_worker_per_hour: float, selection_size: int) -> dict:
     for machines in (1, 4, 16, 64):
         for per_machine in (2, 16):
             hours = selection_size / (per_worker_per_hour * machines * per_machine)
-            out[f"{machines}x{per_machine}"] = round(hours, 2)
-            print(f"    {machines:3d} machines x {per_machine:2d} workers: {hours:7.2f} h")
+            out[f"{machines}x{per_machine}"] = round(hours, 4)
+            minutes = hours * 60
+            print(f"    {machines:3d} machines x {per_machine:2d} workers: {int(minutes // 60):3d} h {minutes % 60:4.1f} min")
+    print("    (the workers' start-up is paid once per worker; a zoo of thousands of models amortises it)")
     return out
 
 

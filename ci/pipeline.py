@@ -32,14 +32,18 @@ class GateRun:
         return 0 if self.result.passed else 1
 
 
-def resolve_baseline(store, build: str, spec: str) -> str | None:
+def resolve_baseline(store, build: str, spec: str, branch: str = "") -> str | None:
     """``latest`` / ``latest:BRANCH`` / a build name -> a build name (None: no candidate).
 
-    ``latest`` is the newest *other* build on the same device created no later
-    than ``build``, whose runs all completed (a killed baseline would hide
-    missing tests); ``latest:BRANCH`` also requires that branch.
+    ``latest`` is the baseline the site shows for ``build``: the newest *other* build of
+    its series (device, backend profile, branch, suite set; db/series.py) created no
+    later than ``build``, whose runs all completed (a killed baseline would hide missing
+    tests).  ``latest:BRANCH`` is the same series on that branch (a pull request's build
+    against its target branch).  ``branch``: the branch the gate records on a build
+    that has none (``gate --branch``), so ``latest`` looks where the build will belong.
     """
     from torchconform.db import queries
+    from torchconform.db.series import baselines
 
     spec = (spec or "latest").strip()
     if spec != "latest" and not spec.startswith("latest:"):
@@ -47,17 +51,32 @@ def resolve_baseline(store, build: str, spec: str) -> str | None:
         if spec == build:
             raise UserError(f"--baseline {spec!r} is the build being gated; pass an earlier build or 'latest'")
         return spec
-    branch = spec.split(":", 1)[1] if ":" in spec else ""
-    if spec.startswith("latest:") and not branch:
+    on_branch = spec.split(":", 1)[1] if ":" in spec else ""
+    if spec.startswith("latest:") and not on_branch:
         raise UserError("--baseline latest: names no branch; use latest, latest:BRANCH or a build name")
-    new = queries.build_info(store, build)
-    ordered = queries.list_builds(store)          # oldest first, by (created, id): exact order
-    earlier = ordered[:[b["name"] for b in ordered].index(build)]
-    candidates = [b for b in earlier
-                  if b["complete"]
-                  and (not branch or b["branch"] == branch)
-                  and (not new["device"] or b["device"] == new["device"])]
-    return candidates[-1]["name"] if candidates else None
+    ordered = queries.list_builds(store, series=True)   # oldest first, by (created, id): exact order
+    mine = next((b for b in ordered if b["name"] == build), None)
+    if mine is None:
+        store.build_row(build)  # UserError naming `torchconform builds`
+    return baselines(ordered, branch=_lookup_branch(spec, mine, branch))[build]
+
+
+def _lookup_branch(spec: str, row: dict, branch: str) -> str | None:
+    """The branch ``latest`` / ``latest:BRANCH`` looks on (None: the build's own)."""
+    if spec.startswith("latest:"):
+        return spec.split(":", 1)[1]
+    return branch if branch and not row["branch"] else None
+
+
+def _series_text(store, build: str, spec: str, branch: str) -> str:
+    """The series ``latest`` / ``latest:BRANCH`` looked in, for the error that found nothing."""
+    from torchconform.db import queries
+    from torchconform.db.series import series_of
+
+    row = next(b for b in queries.list_builds(store, series=True) if b["name"] == build)
+    on_branch = _lookup_branch((spec or "latest").strip(), row, branch)
+    series = series_of(row)
+    return (series.on_branch(on_branch) if on_branch else series).describe()
 
 
 def load_records(store, build: str) -> dict[str, dict]:
@@ -89,10 +108,11 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
 
     config = config or default_config()
     info = queries.build_info(store, build)          # UserError if unknown
-    base = resolve_baseline(store, build, baseline)
+    base = resolve_baseline(store, build, baseline, branch=branch)
     if base is None and not allow_no_baseline:
-        raise UserError(f"no baseline for build {build!r} ({baseline}: no earlier complete build on device "
-                        f"{info['device'] or '?'}); pass --baseline NAME, or --allow-no-baseline for a first build")
+        raise UserError(f"no baseline for build {build!r} ({baseline}: no earlier complete build of its series, "
+                        f"{_series_text(store, build, baseline, branch)}); pass --baseline NAME, or "
+                        "--allow-no-baseline for a first build")
     # Input checked: from here on the gate may write (branch, rerun attempts).
     if branch and not info["branch"]:
         store.ensure_build(build, append=True, branch=branch)   # fills blank columns only

@@ -30,25 +30,12 @@ from torchconform.ci.report import repro_for
 from torchconform.collectors.clusters import Clusterer, Failure
 from torchconform.collectors.outcome import FAILED, SKIP_BACKEND, render_repro, repro_template
 from torchconform.dashboard.build_data import REPRO_AT
-from torchconform.dashboard.pages.search import group_parts
+from torchconform.dashboard.pages.search import Numbered, group_parts
 
 SHOWN = FAILED | {SKIP_BACKEND}
 STRIDE = 5
 CHUNK = 4000    # rows per chunk file: a test's history loads one chunk of each build it failed in
 ID, OP = 0, 1   # the placeholders of a repro command's parts
-
-
-class _Index(dict):
-    """value -> its index in ``values``, numbered on first sight."""
-
-    def __init__(self):
-        super().__init__()
-        self.values: list = []
-
-    def __missing__(self, value):
-        i = self[value] = len(self.values)
-        self.values.append(value)
-        return i
 
 
 def repro_parts(template: str) -> list:
@@ -95,7 +82,7 @@ def failure_data(data, build: str, device: str = "", categories=()) -> tuple[dic
 def _repro_column(tests, pk_list, rows, device) -> tuple[np.ndarray, list, list]:
     """(each row's index in the distinct commands, those commands as parts, each row's command)."""
     test_id, op_of = tests.values["test_id"], tests.values["op"]
-    templates, literals = _Index(), _Index()
+    templates, literals = Numbered(), Numbered()
     at, commands, last = [], [], None
     for pk, r in zip(pk_list, rows):
         tid, op = test_id[pk], op_of[pk] or ""
@@ -128,7 +115,7 @@ def _cluster_column(tests, pk_list, rows, failed, commands, categories) -> tuple
 def _chunks(tests, pk_list, rows, flat: np.ndarray) -> tuple[list[dict], list[str]]:
     """(the chunk files, the messages of several chunks); fills ``flat``'s message column:
     a message in several chunks is the index's (>= 0), any other its chunk's (~i)."""
-    messages = _Index()
+    messages = Numbered()
     message = np.fromiter(map(messages.__getitem__, [r[5] or "" for r in rows]), dtype=np.int64, count=len(rows))
     n = len(messages.values)
     in_chunks = np.bincount(np.unique(np.arange(len(rows)) // CHUNK * n + message) % max(n, 1), minlength=n)

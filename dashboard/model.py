@@ -3,6 +3,8 @@
 Every page module works from these plain objects, never from SQL: the store's
 ``torchconform.db.queries`` is the one read path (shared with the CLI and the
 gate); this module only shapes its answers for pages (slugs, baselines, groups).
+Which builds belong together (a series) and each build's baseline come from
+``torchconform.db.series``, the rule the gate's ``--baseline latest`` uses too.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from torchconform.dashboard.render import slugify
+from torchconform.db.series import Series, baselines, series_of
 from torchconform.dashboard.styles import pass_rate
 
 
@@ -22,7 +25,8 @@ class BuildInfo:
     device: str = ""
     meta: dict = field(default_factory=dict)     # every other column of list_builds, for the build page
     summary: dict = field(default_factory=dict)  # collectors.breakdown shape
-    baseline: "BuildInfo | None" = None          # previous build of the same branch and device
+    baseline: "BuildInfo | None" = None          # previous complete build of the same series
+    series: Series = Series("", "", "", "")      # device, backend profile, branch, suite set
 
     @property
     def pass_rate(self):
@@ -38,19 +42,27 @@ class BuildInfo:
         return "census" in (self.meta.get("metadata") or {})
 
     @property
-    def group(self) -> tuple[str, str]:
-        return (self.branch, self.device)
+    def group(self) -> Series:
+        """What the build's trend, diff and home card belong to: its series."""
+        return self.series
 
 
 @dataclass
 class Group:
-    branch: str
-    device: str
+    series: Series
     builds: list[BuildInfo]   # oldest first
 
     @property
     def latest(self) -> BuildInfo:
         return self.builds[-1]
+
+    @property
+    def branch(self) -> str:
+        return self.series.branch
+
+    @property
+    def device(self) -> str:
+        return self.series.device
 
 
 def _created_text(value) -> str:
@@ -59,15 +71,17 @@ def _created_text(value) -> str:
     return str(value or "")
 
 
-def load_builds(store, queries) -> list[BuildInfo]:
-    """Every build (oldest first) with its baseline; summaries are filled in by the caller."""
-    rows = list(queries.list_builds(store))
+def load_builds(store, queries, rows: list[dict] | None = None) -> list[BuildInfo]:
+    """Every build (oldest first) with its series and baseline; summaries are filled in by the caller.
+    ``rows``: ``queries.list_builds(store, series=True)`` when the caller has read it already."""
+    rows = list(queries.list_builds(store, series=True) if rows is None else rows)
     # list_builds is oldest first already (ties broken by insertion); the stable
     # sort only guards against a query module that returns another order.
     rows.sort(key=lambda r: _created_text(r.get("created")))
+    base_of = baselines(rows)
     taken: set[str] = set()
     out: list[BuildInfo] = []
-    previous: dict[tuple, BuildInfo] = {}
+    by_name: dict[str, BuildInfo] = {}
     for row in rows:
         info = BuildInfo(
             name=row["name"],
@@ -76,19 +90,22 @@ def load_builds(store, queries) -> list[BuildInfo]:
             branch=str(row.get("branch") or ""),
             device=str(row.get("device") or ""),
             meta={k: v for k, v in row.items() if k not in ("name", "id")},
+            series=series_of(row),
         )
-        info.baseline = previous.get(info.group)
-        if row.get("complete", True):  # an interrupted build is never anyone's baseline
-            previous[info.group] = info
+        base = base_of.get(info.name)
+        info.baseline = by_name.get(base) if base else None
+        by_name[info.name] = info
         out.append(info)
     return out
 
 
 def groups_of(builds: list[BuildInfo]) -> list[Group]:
-    """Builds per (branch, device), the group with the newest build first."""
-    by: dict[tuple, list[BuildInfo]] = {}
+    """Builds per series, the series with the newest build first (``builds`` oldest first,
+    so a later position is a newer build, also where two share a creation second)."""
+    by: dict[Series, list[BuildInfo]] = {}
     for b in builds:
-        by.setdefault(b.group, []).append(b)
-    groups = [Group(branch, device, members) for (branch, device), members in by.items()]
-    groups.sort(key=lambda g: g.latest.created, reverse=True)
+        by.setdefault(b.series, []).append(b)
+    position = {id(b): i for i, b in enumerate(builds)}
+    groups = [Group(series, members) for series, members in by.items()]
+    groups.sort(key=lambda g: position[id(g.latest)], reverse=True)
     return groups

@@ -1,7 +1,7 @@
 """``build_site``: read the store through its query module, write every page.
 
 The steps are in one place so the order is visible:
-1. list the builds (slugs, baselines) and decide which are unchanged since the
+1. list the builds (slugs, series, baselines) and decide which are unchanged since the
    last run on this folder (cache.py) and can be kept as they are;
 2. for every other build: one read of its results, joined to the test table
    read once (build_data.py), then its pages (build, matrix, missing operators,
@@ -104,8 +104,9 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
     out_dir = Path(out_dir)
     check_out_dir(out_dir)
     user_categories = clusters_mod.load_categories(categories) if categories else []
-    rows = {r["name"]: r for r in queries.list_builds(store)}
-    builds = load_builds(store, queries)
+    listed = queries.list_builds(store, series=True)
+    rows = {r["name"]: r for r in listed}
+    builds = load_builds(store, queries, listed)
     if not builds:
         raise UserError(f"the store {store!r} has no builds; run `torchconform run` or "
                         "`torchconform ingest FILE --build NAME` first")

@@ -22,6 +22,7 @@ from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, FAILED, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TIMEOUT, Outcome,
 )
 from torchconform.config import mask_password
+from torchconform.db import series as series_mod
 from torchconform.db.models import DONE_STATES, builds, results, runs, tests
 from torchconform.db.runstate import absent_runs, build_complete, effective_status
 from torchconform.db.store import TEST_COLUMNS
@@ -89,10 +90,13 @@ def _run_states(conn) -> dict[int, list[tuple[str, str, str]]]:
     return out
 
 
-def list_builds(store) -> list[dict]:
+def list_builds(store, series: bool = False) -> list[dict]:
     """Every build, oldest first, with run counts, results stored (not deduplicated),
     ``complete`` (every run finished or resumed, every planned run there; an interrupted or
-    killed run makes it false) and ``unfinished_runs`` (runs not done + planned runs missing)."""
+    killed run makes it false) and ``unfinished_runs`` (runs not done + planned runs missing).
+
+    ``series``: also ``suite_set`` and ``series`` (device, profile, branch, suite_set: the
+    builds that belong together, db/series.py), which the site and the gate group by."""
     stats = (select(runs.c.build_id,
                     func.count(runs.c.id).label("runs"),
                     func.coalesce(func.sum(runs.c.n_results), 0).label("results"))
@@ -109,8 +113,12 @@ def list_builds(store) -> list[dict]:
         run_states = states.get(row["id"], [])
         plan = (row["metadata"] or {}).get("plan")
         unfinished = sum(s not in DONE_STATES for _, _, s in run_states) + len(absent_runs(run_states, plan))
-        out.append(_build_dict(row, {"runs": n_runs, "complete": build_complete(run_states, plan),
-                                     "unfinished_runs": unfinished, "results": int(row["results"] or 0)}))
+        d = _build_dict(row, {"runs": n_runs, "complete": build_complete(run_states, plan),
+                              "unfinished_runs": unfinished, "results": int(row["results"] or 0)})
+        if series:
+            d["suite_set"] = series_mod.suite_set([suite for suite, _, _ in run_states], plan)
+            d["series"] = series_mod.series_of(d).as_dict()
+        out.append(d)
     return out
 
 

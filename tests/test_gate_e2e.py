@@ -55,8 +55,10 @@ def run_build(db: str, build: str, profile: Path, tmp: Path, *pytest_args: str, 
     outcomes = list(read_outcomes(jsonl).values())
     assert outcomes, proc.stdout[-2000:] + proc.stderr[-2000:]
     with open_store(db) as store:
+        # what the runner's store sink records (db/sink.py), the backend profile included: A and
+        # B differ only in refdev's simulated profile, so they are one series (db/series.py)
         store.ensure_build(build, device=run["device"], profile=run["profile"], branch=branch,
-                           torch_version=run["torch_version"])
+                           torch_version=run["torch_version"], backend_profile=run["backend_profile"])
         run_id = store.start_run(build, suite="gate-fixture", command=run["command_line"])
         store.add_outcomes(run_id, outcomes)
         store.finish_run(run_id, proc.returncode)

@@ -311,3 +311,240 @@ def test_evaluation_page_from_the_build_page(page, site):
     page.get_by_role("link", name="b2", exact=True).click()
     page.wait_for_load_state()
     assert page.url.endswith("builds/b2/evaluation.html")
+
+
+# -- search query language, matrix heatmap, leaderboard chart (issue 18, "Builds that belong together") --
+def run_query(page, site, query):
+    """Type ``query`` in the search box; returns (the status line, the result ids)."""
+    page.goto(url(site, "search.html"))
+    page.fill("#q", query)
+    status = page.locator("#search-status")
+    page.wait_for_function("() => !/Loading|Type to search/.test(document.getElementById('search-status').textContent)")
+    return status.inner_text(), page.locator("#results button").all_inner_texts()
+
+
+def ops_test(variant, op, dtype):
+    return f"suites/ops/test_ops.py::TestCommonREFDEV::test_{variant}_{op}_refdev_{dtype}"
+
+
+MODEL = "suites/models/test_hf.py::TestHF::test_{}[{}]".format
+
+
+@pytest.mark.parametrize("query, expected", [
+    # fields, AND by default; "failed" is fail, error, crash or timeout
+    ("build:b3 outcome:failed", {site_data.XSS_TEST, site_data.FLAKY, MODEL("compiled", "bert")}),
+    # negation with "-": add's tests that did not pass natively in b3
+    ("build:b3 op:add -outcome:pass", {site_data.REGRESSED, site_data.CREEP, ops_test("compiled", "add", "float32")}),
+    # negation with NOT, the model-zoo suite
+    ("build:b3 suite:models not outcome:pass", {MODEL("backward", "bert"), MODEL("compiled", "bert"), MODEL("forward", "gpt2")}),
+    # OR binds looser than AND: sort OR (div AND crash)
+    ("build:b3 op:sort OR op:div outcome:crash", {ops_test("forward", "sort", "int64"), site_data.FLAKY}),
+    ("build:b3 op:div outcome:pass OR op:sort", {ops_test("forward", "sort", "int64")}),
+    # parentheses group an OR inside the AND
+    ("build:b3 (op:add OR op:mul) dtype:float32 outcome:pass", {site_data.FIXED}),
+    # a kind of backend skip, and the whole outcome
+    ("build:b3 outcome:missing_op op:cumsum*", {ops_test("forward", "cumsum", "float32"), ops_test("forward", "cumsum", "float64"),
+                                               ops_test("gradient", "cumsum", "float32")}),
+    ("build:b3 outcome:skip_backend suite:ops", {site_data.REGRESSED, ops_test("forward", "cumsum", "float32"),
+                                                 ops_test("forward", "cumsum", "float64"), ops_test("gradient", "cumsum", "float32"),
+                                                 ops_test("out", "mul", "float16"), ops_test("forward", "sort", "int64")}),
+    # a quoted phrase in the failure messages: mul failed "not close" in b2, passes in b3
+    ('build:b2 msg:"not close"', {site_data.FIXED}),
+    ('build:b3 msg:"not close"', set()),
+    # the message that tries to inject markup is searched as text
+    ('build:b3 msg:"<img src=x"', {site_data.XSS_TEST}),
+    # free words match the test id; no build: every test in the index
+    ("TestCommonREFDEV float64", {ops_test("forward", "add", "float64"), ops_test("forward", "cumsum", "float64")}),
+    ("op:add dtype:float32 variant:compiled", {ops_test("compiled", "add", "float32")}),
+    ("file:test_misc", {site_data.FORMULA_TEST}),
+    # a field value that no test has matches nothing, without an error
+    ("build:b3 dtype:complex128", set()),
+])
+def test_search_query_language(page, site, query, expected):
+    status, ids = run_query(page, site, query)
+    assert set(ids) == expected, (query, status)
+    assert status.startswith(f"{len(expected)} matching tests"), status
+    if "build:" in query:
+        assert f"in build {query.split('build:')[1].split()[0]}" in status
+    assert "query-error" not in page.locator("#search-status").get_attribute("class")
+
+
+def test_search_outcome_without_a_build_looks_at_the_newest(page, site):
+    status, ids = run_query(page, site, "outcome:fail")
+    # other-1 is the newest build (its tests are b2's: mul still fails there)
+    assert status.startswith("3 matching tests in build other-1")
+    assert set(ids) == {site_data.FIXED, site_data.XSS_TEST, MODEL("compiled", "bert")}
+    # the build list chooses the build when the query names none
+    page.select_option("#s-build", "b3")
+    page.wait_for_function("() => /in build b3/.test(document.getElementById('search-status').textContent)")
+    assert set(page.locator("#results button").all_inner_texts()) == {site_data.XSS_TEST, MODEL("compiled", "bert")}
+
+
+@pytest.mark.parametrize("query, message", [
+    ("op:add OR", "OR needs a term on each side."),
+    ("outcome:passed", "Unknown outcome 'passed'."),
+    ("colour:red", "Unknown field 'colour:'."),
+    ('msg:"not close', "A quote is not closed"),
+    ("(op:add OR op:mul", "A '(' is not closed."),
+    ("build:nope op:add", "No build named 'nope'."),
+    ("-build:b3 op:add", "it cannot follow NOT or -"),
+    ("build:b2 op:add build:b3", "Use one build: per query."),
+])
+def test_a_malformed_query_shows_one_message(page, site, query, message):
+    status, ids = run_query(page, site, query)
+    assert status.startswith("Query not understood: ") and message in status, status
+    assert ids == []
+    assert "query-error" in page.locator("#search-status").get_attribute("class")
+    # fixing the query brings results back (page fixture: no script error on the way)
+    page.fill("#q", "op:add dtype:float64")
+    page.wait_for_function("() => /^1 matching tests/.test(document.getElementById('search-status').textContent)")
+
+
+def test_search_query_result_opens_the_history_with_messages(page, site):
+    status, ids = run_query(page, site, 'build:b3 msg:"worker crashed"')
+    assert ids == [site_data.FLAKY]
+    assert page.locator("#results .swatch").inner_text() == "C"
+    page.locator("#results button").first.click()
+    history = page.locator("#history-table tbody tr")
+    history.nth(3).wait_for()
+    by_build = {c[0]: c for c in (r.locator("td").all_inner_texts() for r in history.all())}
+    assert by_build["b3"][2] == "crash" and by_build["b3"][4] == "worker crashed"
+    # the query is in the permalink
+    assert "q=build%3Ab3" in page.url and "test=" in page.url
+    assert page.locator("#query-help summary").inner_text() == "Query syntax"
+
+
+def heat_cell(page, op, dtype):
+    return page.locator(f'#heatmap tbody tr[data-op="{op}"] td[data-dtype="{dtype}"]')
+
+
+def test_matrix_heatmap_folds_variants_and_toggles_to_rows(page, site):
+    page.goto(url(site, "builds/b3/matrix.html"))
+    page.locator("#matrix tbody tr").first.wait_for()
+    # the rows open first (as before); the heatmap is one click away and drawn then
+    assert page.locator("#heatmap tbody tr").count() == 0 and not page.locator("#heatmap").is_visible()
+    page.get_by_role("button", name="Heatmap: operator \u00d7 dtype").click()
+    heat = page.locator("#heatmap tbody tr")
+    assert page.locator("#heatmap").is_visible() and not page.locator("#matrix").is_visible()
+    assert "view=heatmap" in page.url
+    assert heat.locator("th").all_inner_texts() == ["add", "cumsum", "div", "mul", "sort", "xss<b>op</b>"]
+    assert page.locator("#heat-count").inner_text() == "6 of 6 operators"
+    # add x float32 folds forward (missing op), gradient (CPU fallback) and compiled (eligibility skip):
+    # the missing operator is the most important; 1 of the 2 that ran passed
+    cell = heat_cell(page, "add", "float32")
+    assert cell.get_attribute("class") == "cell c-missing_op" and cell.inner_text() == "M 1/2"
+    title = cell.get_attribute("title")
+    assert title.startswith("add \u00b7 float32: skip: missing operator (most important of 3 variants)")
+    assert "gradient: \u21bb pass through CPU fallback 1/1" in title and "compiled:" in title
+    assert heat_cell(page, "add", "float64").get_attribute("class") == "cell c-pass"
+    assert heat_cell(page, "xss<b>op</b>", "float32").get_attribute("class") == "cell c-failed"
+    assert heat_cell(page, "sort", "float32").count() == 0     # sort has int64 only: an empty cell
+    assert page.locator("main b").count() == 0
+    # a cell shows its variants; from there, the operator's rows
+    heat_cell(page, "add", "float32").focus()
+    page.keyboard.press("Enter")
+    variants = page.locator("#heat-detail li").all_inner_texts()
+    assert [v.split(":")[0].strip() for v in variants] == ["M forward", "\u21bb gradient", "\u00b7 compiled"]
+    page.get_by_role("button", name="Show the rows of add").click()
+    assert page.locator("#matrix").is_visible() and not page.locator("#heatmap").is_visible()
+    assert set(page.locator("#matrix tbody tr:not([hidden]) th").all_inner_texts()) == {"add"}
+    assert "view=" not in page.url and "op=add" in page.url
+    # back to the heatmap: the filters fold into it, only forward variants now
+    page.get_by_role("button", name="Heatmap: operator \u00d7 dtype").click()
+    assert "view=heatmap" in page.url and page.locator("#heatmap").is_visible()
+    page.fill("#mf-op", "")
+    page.select_option("#mf-variant", "forward")
+    cell = heat_cell(page, "add", "float32")
+    assert cell.inner_text() == "M 0/1" and "(1 variant)" in cell.get_attribute("title")
+    assert "view=heatmap" in page.url and "variant=forward" in page.url
+    # the downloads are as before: one row per operator, variant and dtype
+    assert page.get_by_role("link", name="CSV").first.get_attribute("href").endswith("matrix.csv")
+
+
+def test_matrix_heatmap_permalink(page, site):
+    page.goto(url(site, "builds/b3/matrix.html") + "#state=failed&view=heatmap")
+    page.locator("#heatmap tbody tr").first.wait_for()
+    assert page.locator("#heatmap").is_visible() and not page.locator("#matrix").is_visible()
+    assert page.locator("#heatmap tbody th").all_inner_texts() == ["div", "xss<b>op</b>"]
+    assert page.get_by_role("button", name="Heatmap: operator \u00d7 dtype").get_attribute("aria-pressed") == "true"
+    assert page.locator("#heat-count").inner_text() == "2 of 6 operators"
+    assert "view=heatmap" in page.url and "state=failed" in page.url
+
+
+def test_missing_operator_leaderboard_chart(page, site):
+    page.goto(url(site, "missing.html"))
+    main = page.locator("section").filter(has_text="branch main")
+    chart = main.locator("svg.leaders")
+    assert chart.count() == 1
+    # the operators in the top by tests or by models blocked, in the leaderboard's order, names as text
+    assert chart.locator("text.op").all_text_contents() == [
+        "aten::cumsum.out" * 2, "aten::add.out" * 2, site_data.XSS_OP * 2]   # <title> + label
+    assert chart.locator("rect.bar-tests title").all_text_contents() == [
+        "aten::cumsum.out: 3 tests blocked", "aten::add.out: 1 tests blocked"]
+    assert chart.locator("rect.bar-models title").all_text_contents() == [
+        "aten::cumsum.out: 2 models blocked", "aten::add.out: 1 models blocked", f"{site_data.XSS_OP}: 1 models blocked"]
+    widths = [float(w) for w in chart.locator("rect.bar-tests").evaluate_all("rs => rs.map(r => r.getAttribute('width'))")]
+    assert widths[0] == pytest.approx(3 * widths[1], abs=0.2)   # drawn to 0.1 px
+    assert page.locator("main b").count() == 0
+    # the build's own missing page has it too
+    page.goto(url(site, "builds/b3/missing.html"))
+    assert page.locator("svg.leaders rect.bar-tests").count() == 2
+
+
+# -- builds that belong together (issue 18): series cards, trend labels and links, xfail apart from xpass --
+@pytest.fixture(scope="module")
+def series_site(tmp_path_factory):
+    return site_data.build_series_site(tmp_path_factory.mktemp("browser-series"))["out"]
+
+
+def test_home_shows_one_card_per_series_and_the_trend_links_each_build(page, series_site):
+    page.goto(url(series_site, "index.html"))
+    cards = page.locator("section.group")
+    assert cards.count() == 3
+    # newest series first, each named by device, profile, branch and suite set
+    assert [c.locator("p.series").inner_text().split(" · ")[:4] for c in cards.all()] == [
+        ["Series: device refdev", "profile young-backend", "branch main", "suites ops"],
+        ["Series: device refdev", "profile young-backend", "branch main", "suites pytest"],
+        ["Series: device npu", "profile npu", "branch main", "suites ops"]]
+    main, foreign = cards.nth(0), cards.nth(1)
+    assert main.locator("h2 a").inner_text() == site_data.SERIES_MAIN[2]
+    # the 6-test ingest has its own card: no trend, and it is not a column of the main trend
+    assert foreign.locator("svg.trend").count() == 0 and "6 outcomes" in foreign.inner_text()
+    columns = main.locator("svg.trend a.col")
+    assert columns.count() == 3
+    ticks = main.locator("svg.trend text.tick").all_text_contents()
+    assert ticks == ["12-01", "12-02", "12-04"]
+    titles = [c.locator("> title").text_content() for c in columns.all()]
+    assert [t.split(",")[0] for t in titles] == site_data.SERIES_MAIN
+    # the labels are drawn inside the chart, none clipped at its left edge
+    chart = main.locator("svg.trend").bounding_box()
+    first = main.locator("svg.trend text.tick").first.bounding_box()
+    assert first["x"] >= chart["x"] - 0.5
+    # a column is a link to its build, also where no segment is under the pointer
+    columns.nth(1).locator("rect.hit").click(position={"x": 5, "y": 5})
+    page.wait_for_load_state()
+    assert page.locator("h1").inner_text() == f"Build {site_data.SERIES_MAIN[1]}"
+
+
+def test_xfail_and_xpass_apart_on_home_and_build_page(page, series_site):
+    page.goto(url(series_site, "index.html"))
+    for where in ("home", "build"):
+        legend = page.locator("ul.legend").first.inner_text()
+        assert "expected failure (xfail): 2" in legend and "unexpected pass (xpass): 1" in legend
+        assert page.locator("svg.bar").first.locator('rect[fill="url(#p-xpass)"]').count() == 1
+        if where == "home":
+            page.locator("section.group").first.locator("h2 a").click()
+            page.wait_for_load_state()
+    # the swatches differ (colour and pattern), so the two read apart without the words
+    styles = page.evaluate("""() => ['xfail', 'xpass'].map(k => {
+        const s = getComputedStyle(document.querySelector('.swatch.c-' + k));
+        return s.backgroundColor + ' ' + s.backgroundImage; })""")
+    assert styles[0] != styles[1]
+
+
+def test_a_name_with_html_in_a_trend_stays_text(page, series_site):
+    page.goto(url(series_site, "index.html"))
+    npu = page.locator("section.group").nth(2)
+    titles = [c.locator("> title").text_content() for c in npu.locator("svg.trend a.col").all()]
+    assert titles[1].startswith(site_data.SERIES_NPU[1] + ", created")
+    assert page.locator("main img").count() == 0

@@ -175,9 +175,10 @@ def test_charts_are_proportional_and_patterned():
     assert [float(w) for w in re.findall(r'width="([\d.]+)" height', svg)] == [200.0, 100.0, 100.0]
     assert 'fill="url(#p-host_only)"' in svg
     defs = str(charts.pattern_defs())
-    assert defs.count("<pattern") == 11  # one per category (CATEGORIES)
+    assert defs.count("<pattern") == 12  # one per category (CATEGORIES)
     trend = str(charts.trend_chart([{"label": f"b{i}", "href": None, "breakdown": b} for i in range(5)]))
-    assert trend.count("<title>") == 15  # three segments in each of five columns
+    # three segments in each of five columns, and each column's own (its build's name and total)
+    assert trend.count("<title>") == 20
 
 
 def test_rebuild_replaces_stale_pages_and_refuses_foreign_folders(built, tmp_path):

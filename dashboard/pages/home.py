@@ -1,4 +1,5 @@
-"""Home: the latest build of each branch and device, its breakdown bar, a trend chart, all builds."""
+"""Home: one card per series (device, backend profile, branch, suite set: db/series.py), newest
+series first, with its latest build's breakdown bar, a trend chart of the series, then all builds."""
 from __future__ import annotations
 
 from torchconform.dashboard import charts
@@ -8,12 +9,14 @@ from torchconform.dashboard.tables import Table
 
 
 def builds_table(builds: list[BuildInfo]) -> Table:
-    t = Table("tables/builds", ["build", "created", "branch", "device", "outcomes", "passed", "failed",
-                                "eligibility skips", "backend skips", "pass rate %", "state"], title="All builds")
+    t = Table("tables/builds", ["build", "created", "branch", "device", "profile", "suites", "outcomes", "passed",
+                                "failed", "eligibility skips", "backend skips", "pass rate %", "state"],
+              title="All builds")
     for i, b in enumerate(reversed(builds)):  # newest first
         o = b.summary["outcomes"]
         rate = pass_rate(b.summary)
-        t.rows.append([b.name, b.created, b.branch, b.device, b.summary["total"],
+        t.rows.append([b.name, b.created, b.branch, b.device, b.series.profile, b.series.suite_set,
+                       b.summary["total"],
                        o["pass"] + o["pass_fallback"], o["fail"] + o["error"] + o["crash"] + o["timeout"],
                        o["skip_eligibility"], o["skip_backend"],
                        round(100 * rate, 2) if rate is not None else None,
@@ -25,10 +28,11 @@ def builds_table(builds: list[BuildInfo]) -> Table:
 def render(site, builds: list[BuildInfo], generated: str):
     groups = []
     for g in groups_of(builds):
-        points = [{"label": b.name, "href": f"builds/{b.slug}/index.html", "breakdown": b.summary}
-                  for b in g.builds]
+        # only the series' own builds: a trend against another series compares unrelated tests
+        points = [{"label": b.name, "href": f"builds/{b.slug}/index.html", "breakdown": b.summary,
+                   "created": b.created} for b in g.builds]
         groups.append({
-            "branch": g.branch, "device": g.device, "latest": g.latest, "points": points,
+            "series": g.series, "branch": g.branch, "device": g.device, "latest": g.latest, "points": points,
             "bar": charts.breakdown_bar(g.latest.summary),
             "counts": breakdown_counts(g.latest.summary),
             "trend": charts.trend_chart(points),

@@ -1,6 +1,7 @@
 """Missing-operator leaderboard: operators ranked by tests (and models) they block."""
 from __future__ import annotations
 
+from torchconform.dashboard.charts import leaderboard_chart
 from torchconform.dashboard.model import BuildInfo, groups_of
 from torchconform.dashboard.tables import Table
 
@@ -25,8 +26,9 @@ def leaderboard_table(stem: str, title: str, rows: list[dict], slugs: dict[str, 
 
 def headline(rows: list[dict]) -> dict:
     top = rows[:TOP_N]
+    # the chart of the top operators by tests and models blocked (inline SVG, no script needed)
     return {"top_n": len(top), "top_tests": sum(int(r.get("tests", 0) or 0) for r in top),
-            "top_models": sum(int(r.get("models", 0) or 0) for r in top)}
+            "top_models": sum(int(r.get("models", 0) or 0) for r in top), "chart": leaderboard_chart(rows, TOP_N)}
 
 
 def render_build(site, build: BuildInfo, rows: list[dict], slugs: dict[str, str], generated: str):
@@ -39,7 +41,7 @@ def render_build(site, build: BuildInfo, rows: list[dict], slugs: dict[str, str]
 
 
 def render(site, builds: list[BuildInfo], boards: dict[str, list[dict]], slugs: dict[str, str], generated: str):
-    """Top-level page: the leaderboard of the latest build of each branch and device."""
+    """Top-level page: the leaderboard of the latest build of each series (db/series.py)."""
     sections, tables = [], []
     for g in groups_of(builds):
         b = g.latest

@@ -7,6 +7,11 @@ character per test (``data/builds/<slug>.js``; see styles.OUTCOME_CODES),
 aligned with the index.  A test's history is then one character from each
 build's string.  The same files let the next run reuse a build unchanged
 (``read_previous``) instead of reading its outcomes from the store again.
+
+The query language (static/query.js) also filters by a test's suite, file,
+operator, variant and dtype: those travel in ``data/attrs.js``, aligned with
+the same index and loaded only when a query names one of them (``ATTR_COLUMNS``,
+``encode_attrs``).
 """
 from __future__ import annotations
 
@@ -18,11 +23,87 @@ from pathlib import Path
 
 import numpy as np
 
-from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, FAILED, SKIP_BACKEND, Outcome
+from torchconform.collectors.outcome import (BACKEND_SKIP_KINDS, FAILED, HOST_ONLY, OUTCOMES, PASS, SKIP_BACKEND,
+                                             SKIPPED, Outcome)
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.styles import ABSENT_CODE, CODE_LABELS, outcome_code
 
 _ABSENT = ord(ABSENT_CODE)
+# The test attributes a query can name (op:, dtype:...), in data/attrs.js.
+ATTR_COLUMNS = ("suite", "file", "op", "variant", "dtype")
+# data/attrs.js writes a value's number (0: none) in base 64, with these digits (JSON-safe).
+DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_"
+_DIGIT_VALUE = np.full(256, -1, dtype=np.int64)
+_DIGIT_VALUE[np.frombuffer(DIGITS.encode("ascii"), dtype=np.uint8)] = np.arange(len(DIGITS))
+
+
+class Numbered(dict):
+    """value -> its number in ``values``, numbered on first sight."""
+
+    def __init__(self):
+        super().__init__()
+        self.values: list = []
+
+    def __missing__(self, value):
+        i = self[value] = len(self.values)
+        self.values.append(value)
+        return i
+
+
+def digits_width(n_values: int) -> int:
+    """Digits per test to write numbers 0..n_values (0 is 'none')."""
+    width = 1
+    while len(DIGITS) ** width < n_values + 1:
+        width += 1
+    return width
+
+
+def encode_attrs(numbers: np.ndarray, n_values: int) -> tuple[int, str]:
+    """(width, string of ``width`` base-64 digits per test) of numbers 0..n_values."""
+    width = digits_width(n_values)
+    base = len(DIGITS)
+    table = np.frombuffer(DIGITS.encode("ascii"), dtype=np.uint8)
+    numbers = np.asarray(numbers, dtype=np.int64)
+    places = [table[numbers // base ** (width - 1 - k) % base] for k in range(width)]
+    return width, np.stack(places, axis=1).tobytes().decode("ascii") if len(numbers) else ""
+
+
+def decode_attrs(width: int, text: str) -> np.ndarray:
+    """The numbers ``encode_attrs`` wrote (what static/query.js reads)."""
+    digits = _DIGIT_VALUE[np.frombuffer(text.encode("ascii"), dtype=np.uint8)].reshape(-1, width)
+    weights = len(DIGITS) ** np.arange(width - 1, -1, -1, dtype=np.int64)
+    return digits @ weights
+
+
+def outcome_names() -> dict[str, str]:
+    """Each name a query's ``outcome:`` accepts -> the search-data codes it stands for.
+
+    A stored outcome (pass, skip_backend...) names every code it is split into (pass:
+    native and host-only; skip_backend: each kind), a kind names its own code, and
+    ``failed`` / ``skipped`` the groups of collectors/outcome.py."""
+    names: dict[str, str] = {}
+
+    def add(name, code):
+        if code not in names.get(name, ""):
+            names[name] = names.get(name, "") + code
+    for o in OUTCOMES:
+        if o != SKIP_BACKEND:
+            add(o, outcome_code(o))
+    add(PASS, outcome_code(PASS, HOST_ONLY))
+    add(HOST_ONLY, outcome_code(PASS, HOST_ONLY))
+    for k in BACKEND_SKIP_KINDS:
+        add(SKIP_BACKEND, outcome_code(SKIP_BACKEND, k))
+        add(k, outcome_code(SKIP_BACKEND, k))
+    for o in sorted(FAILED):
+        add("failed", outcome_code(o))
+    for o in sorted(SKIPPED):
+        for c in names[o]:
+            add("skipped", c)
+    # the chart categories not named already (missing_distributed: the distributed kinds)
+    for code, (category, _) in CODE_LABELS.items():
+        if category not in names:
+            add(category, code)
+    return names
 
 
 def _prefix(test_id: str) -> int:
@@ -82,11 +163,14 @@ _CODES = _Codes()
 class EncodedBuild:
     """One build's search data, position-free so a worker process can make it:
     test ids in row order (None: same as the previous build the worker encoded),
-    one code byte per row, {row index: missing operator}, model-zoo rows by test id."""
+    one code byte per row, {row index: missing operator}, model-zoo rows by test id,
+    and with the ids their tests' attributes: {column: (values, each row's index among
+    them, -1 for none)} (ATTR_COLUMNS)."""
     ids: list | None
     codes: bytes
     missing: dict
     models: list
+    attrs: dict | None = None
 
 
 def encode_build(data, previous_pk: np.ndarray | None = None) -> EncodedBuild:
@@ -101,13 +185,16 @@ def encode_build(data, previous_pk: np.ndarray | None = None) -> EncodedBuild:
     missing = {k: op for k, op in zip(data.missing_at.tolist(), data.missing_ops) if op}
     same = previous_pk is not None and np.array_equal(previous_pk, data.pk)
     ids = None if same else list(map(tests["test_id"].__getitem__, data.pk.tolist()))
+    # the attributes go with the ids only: a run of builds of the same tests sends them once
+    attrs = None if same else {c: (data.tests.levels[c], data.tests.index[c][data.pk].astype(np.int32))
+                               for c in ATTR_COLUMNS}
     models = []
     for k in data.models_rows():
         pk, outcome, kind, missing_op, _, message = rows[k][:6]
         models.append(ModelRow(tests["test_id"][pk], tests["op"][pk], outcome, tests["variant"][pk], kind,
                                missing_op, message, tests["name"][pk]))
     models.sort(key=attrgetter("test_id"))
-    return EncodedBuild(ids, codes.tobytes(), missing, models)
+    return EncodedBuild(ids, codes.tobytes(), missing, models, attrs)
 
 
 class SearchIndex:
@@ -120,6 +207,26 @@ class SearchIndex:
         self.models: dict[str, list] = {}
         self._previous_ids: list[str] | None = None
         self._previous_pos: np.ndarray | None = None
+        self._previous_attrs: dict | None = None
+        # per ATTR_COLUMNS: the distinct values seen, and each position's number among them (-1: none)
+        self.attr_values = {c: Numbered() for c in ATTR_COLUMNS}
+        self.attr = {c: np.full(0, -1, dtype=np.int64) for c in ATTR_COLUMNS}
+
+    def _set_attrs(self, pos: np.ndarray, columns: dict) -> None:
+        """Record the attributes of the tests at ``pos``: {column: (values, index per test)}."""
+        n = len(self.ids)
+        for c in ATTR_COLUMNS:
+            if len(self.attr[c]) < n:   # positions added since: grow, with room for more
+                grown = np.full(max(n, 2 * len(self.attr[c])), -1, dtype=np.int64)
+                grown[:len(self.attr[c])] = self.attr[c]
+                self.attr[c] = grown
+            if c not in columns:
+                continue
+            values, index = columns[c]
+            own = self.attr_values[c]
+            # index -1 (no value) picks the appended -1
+            lut = np.fromiter((own[v] for v in values), dtype=np.int64, count=len(values))
+            self.attr[c][pos] = np.append(lut, -1)[np.asarray(index, dtype=np.int64)]
 
     def _position(self, test_id: str) -> int:
         i = self.index.get(test_id)
@@ -142,6 +249,8 @@ class SearchIndex:
                 found = [i if i is not None else self._position(t) for i, t in zip(found, enc.ids)]
             pos = np.asarray(found, dtype=np.int64)
         self.builds[slug] = (pos, np.frombuffer(enc.codes, dtype=np.uint8))
+        if enc.attrs:
+            self._set_attrs(pos, enc.attrs)
         rows = np.fromiter(enc.missing.keys(), dtype=np.int64, count=len(enc.missing))
         self.missing[slug] = dict(zip(pos[rows].tolist(), enc.missing.values()))
         self.models[slug] = enc.models
@@ -153,9 +262,18 @@ class SearchIndex:
         path = out_dir / "data" / "tests.js"
         if not path.is_file():
             return False
+        attrs = out_dir / "data" / "attrs.js"
+        if not attrs.is_file():   # a site from before the attributes: render every build again
+            return False
         data = read_data_file(path)
         self._previous_ids = [head + tail for head, tails in data["groups"] for tail in tails]
         self._previous_pos = None
+        found = read_data_file(attrs)
+        if found.get("n") != len(self._previous_ids):
+            return False
+        # numbers count from 1 there (0: none), -1 here
+        self._previous_attrs = {c: (col["values"], decode_attrs(col["width"], col["codes"]) - 1)
+                                for c, col in found["columns"].items()}
         return True
 
     def add_previous(self, slug: str, path: Path) -> bool:
@@ -169,6 +287,8 @@ class SearchIndex:
             # map every previous index position to this run's positions, once
             self._previous_pos = np.fromiter((self._position(t) for t in self._previous_ids),
                                              dtype=np.int64, count=len(self._previous_ids))
+            # the previous run's attributes of those tests (a changed build's, added later, prevail)
+            self._set_attrs(self._previous_pos, self._previous_attrs)
         codes = np.frombuffer(data["codes"].encode("ascii"), dtype=np.uint8)
         present = codes != _ABSENT
         pos = self._previous_pos[present]
@@ -186,6 +306,7 @@ class SearchIndex:
         new_pos[order] = np.arange(n)
         groups = group_ids(map(self.ids.__getitem__, order))
         site.write_data("data/tests.js", "tests", {"n": n, "groups": groups})
+        self.write_attrs(site, order)
         for b in builds:
             pos, codes = self.builds.get(b.slug, (np.empty(0, np.int64), np.empty(0, np.uint8)))
             row = np.full(n, _ABSENT, dtype=np.uint8)
@@ -205,6 +326,23 @@ class SearchIndex:
                              "missing_at": at, "models": models})
 
 
+    def write_attrs(self, site, order: list[int]) -> None:
+        """data/attrs.js: per ATTR_COLUMNS, the values (sorted) and each test's number among
+        them plus one (0: none) as base-64 digits, in the order of data/tests.js."""
+        n = len(self.ids)
+        self._set_attrs(np.empty(0, dtype=np.int64), {})   # sized to every position
+        columns = {}
+        for c in ATTR_COLUMNS:
+            at = self.attr[c][:n][np.asarray(order, dtype=np.int64)] if n else np.empty(0, dtype=np.int64)
+            values = self.attr_values[c].values
+            used = sorted({values[i] for i in np.unique(at[at >= 0]).tolist()} - {None, ""})
+            rank = {v: k + 1 for k, v in enumerate(used)}
+            lut = np.array([rank.get(v, 0) for v in values] + [0], dtype=np.int64)
+            width, codes = encode_attrs(lut[at], len(used))
+            columns[c] = {"values": used, "width": width, "codes": codes}
+        site.write_data("data/attrs.js", "attrs", {"n": n, "digits": DIGITS, "columns": columns})
+
+
 def failure_pairs() -> list[tuple[str, str]]:
     """The (outcome, kind) pairs of the tests a build's failure data holds."""
     return [(o, "") for o in sorted(FAILED)] + [(SKIP_BACKEND, k) for k in BACKEND_SKIP_KINDS]
@@ -218,8 +356,10 @@ def render(site, index: SearchIndex, builds: list[BuildInfo], generated: str):
         "limit": 200,
         # the codes whose tests have a message and repro in the build's failure data (failures.py)
         "failureCodes": "".join(sorted({outcome_code(o, k) for o, k in failure_pairs()})),
+        # the query language's outcome: names (static/query.js)
+        "outcomes": outcome_names(),
     }
     code_labels = [(code, label) for code, (_, label) in CODE_LABELS.items()]
     return site.page("search.html", "search.html", title="Test search and history", config=config,
                      builds=list(reversed(builds)), n_builds=len(builds), n_tests=len(index.ids),
-                     code_labels=code_labels, generated=generated)
+                     code_labels=code_labels, outcome_names=sorted(config["outcomes"]), generated=generated)

@@ -3,7 +3,10 @@
 // (data/builds/<slug>.js, one character per test, aligned with the index).
 // Both load lazily, only when the user searches; a test's history also loads the
 // failure data (data/failures/<slug>/, the chunk holding the test) of the builds
-// where it failed, for its messages and repro commands.  All text is inserted with
+// where it failed, for its messages and repro commands.  The query box takes the
+// query language of static/query.js (outcome:fail op:add msg:"not close" ...): a
+// test's attributes load with it (data/attrs.js) only when a query names one, a
+// build's failure messages only for a msg: term.  All text is inserted with
 // textContent, never innerHTML: test ids come from anywhere.
 (function () {
   "use strict";
@@ -41,9 +44,47 @@
     history.replaceState(null, "", p.toString() ? "#" + p.toString() : location.pathname);
   }
 
+  // data/attrs.js: each test's suite, file, op, variant and dtype (loaded for a query naming one)
+  var columns = {};
+  function loadColumns(names) {
+    if (!names.length) { return Promise.resolve(columns); }
+    return TC.load(root + "data/attrs.js", "attrs").then(function (data) {
+      names.forEach(function (f) {
+        if (!columns[f]) {
+          var col = data.columns[f];
+          columns[f] = { values: col.values, numbers: TC.query.decodeColumn(col, data.digits) };
+        }
+      });
+      return columns;
+    });
+  }
+  // test id -> lowercased message in a build's failure data (loaded for a msg: term)
+  var messages = {};
+  function loadMessages(slug) {
+    if (messages[slug]) { return Promise.resolve(messages[slug]); }
+    return TC.failureIndex(root, slug).then(function (index) {
+      return TC.allFailures(root, slug, index);
+    }).then(function (all) {
+      var byId = Object.create(null);
+      all.forEach(function (f) { byId[f.test] = (f.message || "").toLowerCase(); });
+      messages[slug] = byId;
+      return byId;
+    });
+  }
+  var lowered = null;
+  function buildName(slug) {
+    for (var i = 0; i < cfg.builds.length; i++) { if (cfg.builds[i].slug === slug) { return cfg.builds[i].name; } }
+    return slug;
+  }
+  function showError(text) {
+    status.textContent = text;
+    status.className = "count query-error";
+    results.textContent = "";
+  }
+
   var seq = 0, lastKey = null;
   function search() {
-    var q = form.elements.q.value.trim().toLowerCase();
+    var q = form.elements.q.value.trim();
     var slug = form.elements.build.value, state = form.elements.state.value;
     // "change" also fires when the box loses focus; the same query must not
     // rebuild the results under the user's cursor.
@@ -52,18 +93,33 @@
     lastKey = key;
     var mine = ++seq;
     setHash();
+    status.className = "count";
     if (!q && !(slug && state)) { status.textContent = "Type to search."; results.textContent = ""; return; }
+    var tree, info, env = { builds: cfg.builds, outcomes: cfg.outcomes };
+    try {
+      tree = TC.query.parse(q);
+      info = TC.query.analyse(tree, env);
+    } catch (err) {
+      if (err instanceof TC.query.QueryError) { showError("Query not understood: " + err.message); return; }
+      throw err;
+    }
+    // the build whose outcomes and messages the query looks at: a build: term, the list,
+    // or (a query about outcomes or messages with neither) the newest build
+    var scope = info.build || slug || ((info.outcome || info.msg || state) && cfg.builds.length ? cfg.builds[cfg.builds.length - 1].slug : "");
     status.textContent = "Loading the test index\u2026";
-    var needBuild = slug ? loadBuild(slug) : Promise.resolve(null);
-    Promise.all([loadIndex(), needBuild]).then(function (got) {
+    Promise.all([loadIndex(), scope ? loadBuild(scope) : null, loadColumns(Object.keys(info.attrs)),
+                 info.msg && scope ? loadMessages(scope) : {}]).then(function (got) {
       if (mine !== seq) { return; }
       var all = got[0], build = got[1], hits = [], total = 0;
+      if (!lowered) { lowered = all.map(function (t) { return t.toLowerCase(); }); }
+      var test = TC.query.compile(info.tree, env, { ids: all, lower: lowered, codes: build ? build.codes : "",
+                                               columns: got[2], messages: got[3] });
       for (var i = 0; i < all.length; i++) {
-        if (q && all[i].toLowerCase().indexOf(q) === -1) { continue; }
         if (build) {
           var c = build.codes.charAt(i);
           if (c === "." || (state && c !== state)) { continue; }
-        } else if (state) { continue; }
+        }
+        if (!test(i)) { continue; }
         total++;
         if (hits.length < cfg.limit) { hits.push(i); }
       }
@@ -72,6 +128,7 @@
         var li = document.createElement("li"), b = document.createElement("button");
         b.type = "button";
         b.textContent = all[i];
+        b.title = "History of this test in every build, with its messages";
         b.addEventListener("click", function () { showHistory(all[i], i); });
         li.appendChild(b);
         if (build) {
@@ -84,8 +141,9 @@
         }
         results.appendChild(li);
       });
-      status.textContent = total + " matching tests" + (total > hits.length ? " (showing the first " + hits.length + ")" : "") + ".";
-    }, function (err) { status.textContent = String(err.message || err); });
+      status.textContent = total + " matching tests" + (scope ? " in build " + buildName(scope) : "") +
+        (total > hits.length ? " (showing the first " + hits.length + ")" : "") + ".";
+    }, function (err) { if (mine === seq) { status.textContent = String(err.message || err); } });
   }
 
   function missingOp(data, index) {

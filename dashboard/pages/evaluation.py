@@ -79,12 +79,17 @@ def error_rows(data) -> dict[str, tuple]:
     """{test_id: (op, dtype, outcome, max_abs_err, max_rel_err)} of the rows that recorded errors."""
     if data is None:
         return {}
+    # kept on the build's data: the next build's page reads it again as its baseline's
+    cached = data.__dict__.get("_error_rows")
+    if cached is not None:
+        return cached
     values = data.tests.values
+    test_id, op, dtype = values["test_id"], values["op"], values["dtype"]
     out = {}
     for pk, row in zip(data.pk.tolist(), data.rows):
         if row[_ABS] is not None:
-            out[values["test_id"][pk]] = (values["op"][pk] or "", values["dtype"][pk] or "", row[_OUTCOME],
-                                          row[_ABS], row[_REL])
+            out[test_id[pk]] = (op[pk] or "", dtype[pk] or "", row[_OUTCOME], row[_ABS], row[_REL])
+    data.__dict__["_error_rows"] = out
     return out
 
 

@@ -114,3 +114,32 @@ def test_reader_keeps_suite_properties_apart_from_test_properties(tmp_path, stor
     bad.write_text('<?xml version="1.0"?><property name="x" value="y"/>')
     with pytest.raises(UserError, match="not a JUnit XML report"):
         list(JunitReader(str(bad)).outcomes())
+
+
+def test_latest_rows_by_id_range_reads_only_the_builds_rows(store, monkeypatch):
+    """A build stored in one piece is read by its id range (SQLite); one whose results
+    interleave with another build's, sparsely, by its index: both give the same rows."""
+    def stored(name, outcomes):
+        store.ensure_build(name)
+        return store.start_run(name, suite="ops")
+
+    a, b, c = stored("a", None), stored("b", None), stored("c", None)
+    for i in range(40):  # a and b written in turns: each one's ids are every other id
+        store.add_outcomes(a, [O(f"t::x{i}", "pass", op="x")])
+        store.add_outcomes(b, [O(f"t::x{i}", "fail" if i % 3 else "pass", op="x", message=f"m{i}")])
+    store.add_outcomes(c, [O(f"t::x{i}", "skip_backend", kind="missing_op", missing_op="aten::x", op="x")
+                           for i in range(40)])
+    cols = ("test_id", "outcome", "message", "missing_op")
+
+    def read(build):
+        return sorted(tuple(r) for r in queries.latest_rows(store, build, cols))
+
+    expect = {"a": [(f"t::x{i}", "pass", "", "") for i in range(40)],
+              "b": [(f"t::x{i}", "fail" if i % 3 else "pass", f"m{i}", "") for i in range(40)],
+              "c": [(f"t::x{i}", "skip_backend", "", "aten::x") for i in range(40)]}
+    for name in "abc":
+        assert read(name) == sorted(expect[name])
+    # the same with the range path off (a span factor no build meets): nothing changes
+    monkeypatch.setattr(queries, "DENSE_SPAN", 0)
+    for name in "abc":
+        assert read(name) == sorted(expect[name])

@@ -16,7 +16,7 @@ compares every one with the store's SQL path.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from operator import itemgetter
 
@@ -30,8 +30,8 @@ from torchconform.db.queries import DISTRIBUTED_SUITE, MODELS_SUITE
 RESULT_COLUMNS = ("test_pk", "outcome", "kind", "missing_op", "fallback_ops", "message", "max_abs_err", "max_rel_err")
 # ... and, for a build whose pages are rendered, its repro commands (failures.py; the store
 # renders most from their run's template)
-FAILURE_COLUMNS = (*RESULT_COLUMNS, "repro")
-REPRO_AT = FAILURE_COLUMNS.index("repro")
+FAILURE_COLUMNS = (*RESULT_COLUMNS, "stored_repro", "run_id")
+STORED_REPRO_AT, RUN_AT = FAILURE_COLUMNS.index("stored_repro"), FAILURE_COLUMNS.index("run_id")
 TEST_COLUMNS = ("test_id", "suite", "file", "op", "variant", "dtype", "name")
 _PK, _OUTCOME, _KIND, _MOP = (itemgetter(i) for i in range(4))
 _VALUE = itemgetter(1, 2, 3, 4, 5)    # (outcome, kind, missing_op, fallback_ops, message): queries.diff_maps' values
@@ -176,12 +176,14 @@ class BuildData:
     tests: TestTable
     pk: np.ndarray      # tests.id per row
     code: np.ndarray    # CODES of (outcome, kind) per row
+    templates: dict = field(default_factory=dict)   # FAILURE_COLUMNS reads: run id -> repro_template
 
     @classmethod
     def read(cls, store, queries, name: str, tests: TestTable,
              columns=RESULT_COLUMNS) -> "tuple[BuildData, TestTable]":
         """Read a build; returns it and the test table (read again if the build has tests it lacks).
-        ``columns``: RESULT_COLUMNS, or FAILURE_COLUMNS (rows one longer) for failures.py."""
+        ``columns``: RESULT_COLUMNS, or FAILURE_COLUMNS (rows two longer, and the runs'
+        repro templates) for failures.py."""
         rows = list(queries.latest_rows(store, name, columns, plain=True))
         n = len(rows)
         pk = np.fromiter(map(_PK, rows), dtype=np.int64, count=n)
@@ -189,7 +191,8 @@ class BuildData:
             tests = TestTable.read(store, queries)
         code = np.fromiter(map(CODES.__getitem__, zip(map(_OUTCOME, rows), map(_KIND, rows))),
                            dtype=np.int64, count=n)
-        return cls(name, rows, tests, pk, code), tests
+        templates = queries.repro_templates(store, name) if "run_id" in columns else {}
+        return cls(name, rows, tests, pk, code, templates), tests
 
     # -- helpers -------------------------------------------------------------------------
     @cached_property

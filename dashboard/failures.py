@@ -29,7 +29,7 @@ import numpy as np
 from torchconform.ci.report import repro_for
 from torchconform.collectors.clusters import Clusterer, Failure
 from torchconform.collectors.outcome import FAILED, SKIP_BACKEND, render_repro, repro_template
-from torchconform.dashboard.build_data import REPRO_AT
+from torchconform.dashboard.build_data import RUN_AT, STORED_REPRO_AT
 from torchconform.dashboard.pages.search import Numbered, group_parts
 
 SHOWN = FAILED | {SKIP_BACKEND}
@@ -68,7 +68,7 @@ def failure_data(data, build: str, device: str = "", categories=()) -> tuple[dic
     ops = [tests.levels["op"][u] if u >= 0 else "" for u in used.tolist()]
     rows = list(map(data.rows.__getitem__, at.tolist()))
     pk_list = pks.tolist()
-    repro, repros, commands = _repro_column(tests, pk_list, rows, device)
+    repro, repros, commands = _repro_column(tests, pk_list, rows, device, data.templates)
     failed = np.fromiter((o in FAILED for o, _ in pairs), dtype=bool, count=len(pairs))[codes]
     cluster, clusters = _cluster_column(tests, pk_list, rows, failed, commands, categories)
     flat = np.stack([label, np.zeros(len(at), dtype=np.int64), repro, op, cluster], axis=1)
@@ -79,22 +79,48 @@ def failure_data(data, build: str, device: str = "", categories=()) -> tuple[dic
     return index, chunks, clusters
 
 
-def _repro_column(tests, pk_list, rows, device) -> tuple[np.ndarray, list, list]:
-    """(each row's index in the distinct commands, those commands as parts, each row's command)."""
+def _repro_column(tests, pk_list, rows, device, run_templates) -> tuple[np.ndarray, list, "_Commands"]:
+    """(each row's index in the distinct commands, those commands as parts, each row's command).
+
+    A row without a stored command has its run's template (``run_templates``): used as it
+    is, rendered only for the rows whose command is asked for (the clusters' examples).
+    A stored command is turned back into a template where it is one (most of a run's are)."""
     test_id, op_of = tests.values["test_id"], tests.values["op"]
     templates, literals = Numbered(), Numbered()
-    at, commands, last = [], [], None
-    for pk, r in zip(pk_list, rows):
-        tid, op = test_id[pk], op_of[pk] or ""
-        repro = r[REPRO_AT] or repro_for({"test_id": tid}, device)
-        commands.append(repro)
+    at, stored, last = [], {}, None
+    for k, (pk, r) in enumerate(zip(pk_list, rows)):
+        tid, op = test_id[pk], op_of[pk]
+        repro = r[STORED_REPRO_AT]
+        if not repro:
+            template = run_templates.get(r[RUN_AT]) or ""
+            if template and op is not None:
+                at.append(templates[template])
+                continue
+            repro = repro_for({"test_id": tid}, device)  # what the store's query answers there
+        stored[k] = repro
+        op = op or ""
         if last is None or render_repro(last, tid, op) != repro:
             last = repro_template(repro, tid, op) or None
         # a template is one entry for many tests; a command that is no template is its own (~n: after them)
         at.append(templates[last] if last is not None else ~literals[repro])
     column = np.array(at, dtype=np.int64)
     column[column < 0] = len(templates.values) + ~column[column < 0]
+    commands = _Commands(stored, column, templates.values, test_id, op_of, pk_list)
     return column, [repro_parts(t) for t in templates.values] + [[text] for text in literals.values], commands
+
+
+class _Commands:
+    """Row k's repro command, made when asked: its stored text, or its template rendered."""
+
+    def __init__(self, stored, column, templates, test_id, op_of, pk_list):
+        self.stored, self.column, self.templates = stored, column, templates
+        self.test_id, self.op_of, self.pk_list = test_id, op_of, pk_list
+
+    def __getitem__(self, k: int) -> str:
+        if k in self.stored:
+            return self.stored[k]
+        pk = self.pk_list[k]
+        return render_repro(self.templates[int(self.column[k])], self.test_id[pk], self.op_of[pk] or "")
 
 
 def _cluster_column(tests, pk_list, rows, failed, commands, categories) -> tuple[np.ndarray, list]:

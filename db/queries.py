@@ -534,6 +534,10 @@ ROW_COLUMNS = {
     **{c: results.c[c] for c in ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "device",
                                  "duration", "message", "attempt", "max_abs_err", "max_rel_err")},
     "repro": REPRO,
+    # the stored text only (NULL: the run's repro_template rendered for the test): for a
+    # reader that renders templates itself, for the rows it shows (the site)
+    "stored_repro": results.c.repro,
+    "run_id": results.c.run_id,
 }
 # In the dataclass's order, so a row is ``Outcome(*row)`` (after splitting fallback_ops).
 OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
@@ -598,6 +602,14 @@ def _latest_rows(store, build_id: int, columns, order: bool, plain_tuples: bool 
             query = query.order_by(tests.c.test_id)
         # ROW_COLUMNS are integers, text and floats: the drivers' own values, no result processor
         yield from _fetch(conn.execute(query), plain_tuples)
+
+
+def repro_templates(store, build: str) -> dict[int, str]:
+    """{run id: its repro_template ("" when it has none)} of the build's runs."""
+    with store.read() as conn:
+        rows = conn.execute(select(runs.c.id, runs.c.repro_template)
+                            .where(runs.c.build_id == store.build_id(build, conn=conn))).all()
+    return {run_id: template or "" for run_id, template in rows}
 
 
 def stored_tests(store, columns=TEST_COLUMNS) -> Iterator:

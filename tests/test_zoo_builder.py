@@ -147,3 +147,134 @@ def test_a_model_passes_eval_train_and_compile_on_cpu():
     outs = run_model("hf/bert", "cpu", load_profile("cpu"), compile_backend="eager")
     assert [(o.variant, o.outcome) for o in outs] == [("eval", PASS), ("train", PASS), ("compile", PASS)]
     assert all(o.test_id == f"models::hf/bert::{o.variant}" and o.duration > 0 for o in outs)
+
+
+def test_required_forward_arguments_become_inputs_with_patch_grids():
+    # glm4v_vision inherits main_input_name "input_ids" but its forward takes
+    # flattened patches and their grid: both come from the generic rules.
+    built = hf.build("glm4v_vision")
+    assert set(built.inputs) == {"hidden_states", "grid_thw"}
+    config = built.model.config
+    t, h, w = built.inputs["grid_thw"][0].tolist()
+    assert (h % config.spatial_merge_size, w % config.spatial_merge_size) == (0, 0)
+    width = config.in_channels * config.temporal_patch_size * config.patch_size ** 2
+    assert tuple(built.inputs["hidden_states"].shape) == (t * h * w, width)
+
+
+def test_generic_extra_inputs_dual_encoders_and_encoder_decoders():
+    # a dual encoder gets image and text; an encoder-decoder without an
+    # override entry gets decoder tokens
+    assert "clip" not in hf._overrides() and "switch_transformers" not in hf._overrides()
+    clip = hf.build("clip").inputs
+    assert set(clip) == {"input_ids", "pixel_values"} and clip["pixel_values"].shape[:2] == (2, 3)
+    assert set(hf.build("switch_transformers").inputs) == {"input_ids", "decoder_input_ids"}
+    # a model with an image placeholder token splices images into the text:
+    # text-only, so the image count never has to match the placeholders
+    from torchconform.suites.models import hf_inputs
+
+    rule = next(r for r in hf._rules()["extra_inputs"] if r["input"] == "pixel_values")
+    llava = hf.make_config("llava")
+    assert not hf_inputs._matches(rule, llava, {"input_ids", "pixel_values"})
+
+
+def test_input_specs_from_data_resolve_config_attributes():
+    from transformers import PretrainedConfig
+
+    from torchconform.suites.models import hf_inputs
+
+    config = PretrainedConfig()
+    config.encoder_config = PretrainedConfig()
+    config.encoder_config.num_mel_bins = 80
+    config.patch_size = 14
+    shape = hf._rules()["inputs"]
+    g = torch.Generator().manual_seed(0)
+    feats = hf_inputs.from_spec("input_features", {"shape": ["batch", 64, "encoder_config.num_mel_bins"]},
+                                config, shape, g)
+    assert tuple(feats.shape) == (2, 64, 80) and feats.is_floating_point()
+    patches = hf_inputs.from_spec("pixel_values", {"shape": [16, "3*2*patch_size*patch_size"]}, config, shape, g)
+    assert tuple(patches.shape) == (16, 1176)
+    mask = hf_inputs.from_spec("mask", {"shape": ["batch", "seq_len"], "kind": "ones"}, config, shape, g)
+    assert mask.dtype == torch.long and mask.sum() == 16
+    boxes = hf_inputs.from_spec("bbox", {"shape": ["batch", "seq_len", 4], "kind": "boxes"}, config, shape, g)
+    assert bool((boxes[..., 2] >= boxes[..., 0]).all() and (boxes[..., 3] >= boxes[..., 1]).all())
+    assert hf_inputs.from_spec("g", {"value": [[1, 4, 4]]}, config, shape, g).tolist() == [[1, 4, 4]]
+    with pytest.raises(Unbuildable, match="not an integer config attribute"):
+        hf_inputs.from_spec("x", {"shape": ["no_such_attribute"]}, config, shape, g)
+
+
+def test_a_time_major_speech_encoder_builds_from_its_override():
+    built = hf.build("parakeet_encoder")
+    assert tuple(built.inputs["input_features"].shape) == (2, 64, built.model.config.num_mel_bins)
+
+
+def test_fill_none_and_dotted_overrides():
+    # hunyuan reads head_dim straight from the config, whose default is None
+    assert hf.make_config("hunyuan_v1_dense").head_dim == 8
+    # a dotted override reaches a sub-config and a dict inside it
+    config = hf.make_config("qwen2_5_vl")
+    assert config.text_config.rope_parameters["mrope_section"] == [1, 1, 2]
+    assert config.text_config.rope_parameters["rope_type"] == "default"  # the rest of the dict kept
+    # YAML lists become tuples where the config holds a tuple
+    assert hf.make_config("reformer").axial_pos_shape == (2, 4)
+
+
+def test_rope_sections_are_rescaled_to_the_shrunk_head():
+    from transformers import PretrainedConfig
+
+    config = PretrainedConfig()
+    config.hidden_size, config.num_attention_heads = 512, 4
+    config.rope_parameters = {"rope_type": "default", "mrope_section": [24, 20, 20]}
+    hf.shrink_config(config)
+    assert sum(config.rope_parameters["mrope_section"]) == (32 // 4) // 2
+    assert hf._split_evenly([16, 24, 24], 2) == [0, 1, 1]
+
+
+def test_expected_file_accounts_for_every_model_type():
+    from torchconform.suites.models import coverage
+
+    expected = coverage.expected()
+    covered, not_covered = expected["covered"], expected["not_covered"]
+    assert not set(covered) & set(not_covered)
+    assert sorted(set(covered) | set(not_covered)) == hf.model_types()
+    assert len(covered) + len(not_covered) == expected["model_types"]
+    assert all(isinstance(why, str) and 0 < len(why) <= 160 for why in not_covered.values())
+
+
+NOISY_MODEL = '''
+import torch
+
+class Noisy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        mask = (torch.rand_like(x) > 0.5).float()   # random masking in forward, as vit_mae does
+        return self.lin(x * mask)
+
+def model():
+    return Noisy(), {"x": torch.randn(4, 8)}
+'''
+
+
+@pytest.mark.parametrize("warm_calls", [0, 2])
+def test_warm_timing_calls_do_not_change_what_is_compared(tmp_path, warm_calls):
+    """The compared result is each run's first call, traced or not, however many warm calls
+    follow (a model drawing random numbers in forward gets other gradients from each)."""
+    from torchconform.collectors.notes import parse_timing_note
+    from torchconform.skiplists.profile import load_profile
+    from torchconform.suites.models.catalog import library_version
+    from torchconform.suites.models.check import run_model
+
+    path = tmp_path / "noisy.py"
+    path.write_text(NOISY_MODEL)
+    model_id = f"py/{path}::model"
+    import torch
+
+    for traced in ((), [(v, torch.__version__, library_version(model_id)) for v in ("eval", "train")]):
+        outs = run_model(model_id, "cpu", load_profile("cpu"), variants=("eval", "train"), traced=traced,
+                         warm_calls=warm_calls)
+        assert [(o.variant, o.outcome) for o in outs] == [("eval", "pass"), ("train", "pass")], \
+            [o.message for o in outs]
+        timing = parse_timing_note(outs[1].message)
+        assert timing["warm_calls"] == warm_calls and (timing["device_warm_s"] is None) == (warm_calls == 0)

@@ -74,8 +74,12 @@ def _to(value, device):
 # ``clock`` (a Clock, or None) times the run's calls: the first (cold: lazy set-up, the
 # compile of the compiled run) and ``clock.warm_calls`` more (warm), results of the first.
 
-def _call(fn, clock):
-    return fn() if clock is None else clock.run(fn)
+def _call(fn, clock, snapshot=None):
+    """``fn()``'s first result (and ``snapshot()`` taken right after it, before any warm call)."""
+    if clock is None:
+        first = fn()
+        return first if snapshot is None else (first, snapshot())
+    return clock.run(fn, snapshot)
 
 
 def run_eval(model, inputs, compile_backend=None, clock=None) -> dict:
@@ -101,12 +105,14 @@ def run_train(model, inputs, compile_backend=None, clock=None) -> dict:
         loss.backward()
         return loss.detach()
 
-    # every step starts from zeroed gradients: after warm steps they are the first step's
-    result = {"loss": _call(step, clock)}
-    for name, p in model.named_parameters():
-        if p.grad is not None:
-            result[f"grad.{name}"] = p.grad
-    return result
+    def grads():
+        # copied when warm steps follow: a model that draws random numbers in forward
+        # (masking, noise) gets other gradients from each step, and the first is compared
+        keep = (lambda g: g.detach().clone()) if clock is not None and clock.warm_calls else (lambda g: g)
+        return {f"grad.{name}": keep(p.grad) for name, p in model.named_parameters() if p.grad is not None}
+
+    loss, result = _call(step, clock, grads)
+    return {"loss": loss, **result}
 
 
 def run_compile(model, inputs, compile_backend="eager", clock=None) -> dict:
@@ -142,11 +148,14 @@ class Clock:
         self.warm: float | None = None
         self.compiles: int | None = None
 
-    def run(self, fn):
+    def run(self, fn, snapshot=None):
+        """``fn()``'s first result, timed, then the warm calls; with ``snapshot``, returns
+        (first result, ``snapshot()`` taken after the first call)."""
         start = time.perf_counter()
         first = fn()
         self.sync()
         self.cold = time.perf_counter() - start
+        kept = snapshot() if snapshot is not None else None
         times = []
         for _ in range(self.warm_calls):
             start = time.perf_counter()
@@ -154,7 +163,7 @@ class Clock:
             self.sync()
             times.append(time.perf_counter() - start)
         self.warm = statistics.median(times) if times else None
-        return first
+        return first if snapshot is None else (first, kept)
 
 
 def device_sync(device: str):

@@ -101,6 +101,39 @@ def _shortest_prefix_with_every_type(types: list) -> list:
     return list(types)
 
 
+def _split_evenly(sections: list[int], total: int) -> list[int]:
+    """``sections`` rescaled to add up to ``total``, keeping their proportions."""
+    whole = sum(sections)
+    new = [s * total // whole for s in sections]
+    for i in sorted(range(len(new)), key=lambda i: -sections[i])[: total - sum(new)]:
+        new[i] += 1
+    return new
+
+
+def _fit_rope_sections(config, keys) -> None:
+    """Multimodal rotary sections (mrope_section [16, 24, 24]) split the rotary
+    half-dimension of the full-size head; after shrinking the head they must
+    add up to the new one (head_dim * partial_rotary_factor / 2)."""
+    heads, hidden = _get(config, "num_attention_heads"), _get(config, "hidden_size")
+    head_dim = _get(config, "head_dim")
+    if not isinstance(head_dim, int) and isinstance(heads, int) and isinstance(hidden, int) and heads:
+        head_dim = hidden // heads
+    if not isinstance(head_dim, int) or head_dim <= 0:
+        return
+    for holder in ("rope_parameters", "rope_scaling"):
+        params = _get(config, holder)
+        if not isinstance(params, dict):
+            continue
+        factor = params.get("partial_rotary_factor", _get(config, "partial_rotary_factor", 1.0))
+        factor = factor if isinstance(factor, (int, float)) and factor > 0 else 1.0
+        half = int(head_dim * factor) // 2
+        for key in keys:
+            sections = params.get(key)
+            if (isinstance(sections, list) and sections and all(isinstance(v, int) for v in sections)
+                    and sum(sections) != half and half > 0):
+                params[key] = _split_evenly(sections, half)
+
+
 def shrink_config(config, rules: dict | None = None, _depth: int = 0):
     """Shrink ``config`` in place (and its nested sub-configs) by ``rules``."""
     rules = rules or _rules()
@@ -114,6 +147,10 @@ def shrink_config(config, rules: dict | None = None, _depth: int = 0):
     for name, value in rules.get("set", {}).items():
         current = _get(config, name)
         if current is not None and not isinstance(current, (list, tuple, dict)) and _has(config, name):
+            _set(config, name, value)
+
+    for name, value in rules.get("fill_none", {}).items():
+        if _has(config, name) and _get(config, name, 0) is None:
             _set(config, name, value)
 
     stages = _get(config, "num_stages")
@@ -143,6 +180,8 @@ def shrink_config(config, rules: dict | None = None, _depth: int = 0):
             if limit >= current:
                 continue
         _set(config, name, limit)
+
+    _fit_rope_sections(config, rules.get("rope_sections", []))
 
     n_layers = None
     for name, how in rules.get("truncate_lists", {}).items():
@@ -177,78 +216,39 @@ def make_config(model_type: str):
     config = AutoConfig.for_model(model_type)
     shrink_config(config)
     for name, value in (_overrides().get(model_type, {}) or {}).get("config", {}).items():
-        _set(config, name, value)
+        # a dotted name reaches a sub-config or a dict attribute:
+        # text_config.num_hidden_layers, rope_parameters.mrope_section
+        *parents, leaf = name.split(".")
+        target = config
+        for part in parents:
+            target = target.get(part) if isinstance(target, dict) else _get(target, part)
+        current = target.get(leaf) if isinstance(target, dict) else _get(target, leaf)
+        if isinstance(current, tuple) and isinstance(value, list):
+            value = tuple(value)  # YAML has no tuples; some models concatenate them
+        if isinstance(target, dict):
+            target[leaf] = value
+        elif target is not None:
+            _set(target, leaf, value)
     return config
 
 
-def _count_parameters_on_meta(config) -> int:
-    import torch
-    from transformers import AutoModel
-
-    with torch.device("meta"):
-        model = AutoModel.from_config(config)
-    return sum(p.numel() for p in model.parameters())
-
-
-def _seq_inputs(name: str, config, shape: dict, generator):
-    import torch
-
-    batch, seq = shape["batch"], shape["seq_len"]
-    if name in ("input_ids", "decoder_input_ids"):
-        vocab = _get(config, "vocab_size")
-        if not isinstance(vocab, int):
-            sub = _get(config, "text_config")
-            vocab = _get(sub, "vocab_size", 100) if sub is not None else 100
-        # Stay clear of special ids at the top of small vocabularies.
-        high = max(2, min(vocab, 100))
-        return torch.randint(0, high, (batch, seq), generator=generator)
-    return None
-
-
-def _image_size(config, default):
-    size = _get(config, "image_size")
-    if isinstance(size, (list, tuple)) and size:
-        size = size[0]
-    sub = _get(config, "vision_config")
-    if not isinstance(size, int) and sub is not None:
-        size = _get(sub, "image_size")
-    return size if isinstance(size, int) and size > 0 else default
-
-
 def dummy_inputs(model, config, model_type: str, seed: int = 0) -> dict:
-    """Inputs named after ``model.main_input_name`` (plus per-family extras)."""
-    import torch
+    """Inputs named after ``model.main_input_name``, the generic extra-input rules
+    and the family's override entries (hf_inputs.py says how each is made)."""
+    from torchconform.suites.models import hf_inputs
 
-    shape = _rules()["inputs"]
-    g = torch.Generator().manual_seed(seed)
-    names = [getattr(model, "main_input_name", "input_ids") or "input_ids"]
-    names += (_overrides().get(model_type, {}) or {}).get("inputs", [])
-    inputs = {}
-    for name in names:
-        value = _seq_inputs(name, config, shape, g)
-        if value is None and name in ("pixel_values", "pixel_values_videos"):
-            channels = _get(config, "num_channels", 3)
-            channels = channels if isinstance(channels, int) else 3
-            size = _image_size(config, shape["image_size_default"])
-            value = torch.randn(shape["batch"], channels, size, size, generator=g)
-        elif value is None and name == "input_values":
-            value = torch.randn(shape["batch"], shape["audio_samples"], generator=g)
-        elif value is None and name == "input_features":
-            bins = _get(config, "num_mel_bins", 80)
-            frames = 2 * _get(config, "max_source_positions", 1500)
-            value = torch.randn(shape["batch"], bins, frames, generator=g)
-        elif value is None and name == "inputs_embeds":
-            hidden = _get(config, "hidden_size", 32)
-            value = torch.randn(shape["batch"], shape["seq_len"], hidden, generator=g)
-        if value is None:
-            raise Unbuildable(f"no dummy input rule for main_input_name {name!r}")
-        inputs[name] = value
-    return inputs
+    override = _overrides().get(model_type, {}) or {}
+    return hf_inputs.dummy_inputs(model, config, override, _rules(), seed)
+
+
+def _one_line(exc: BaseException) -> str:
+    """The exception's text on one line: stores keep a message's first line, and
+    transformers' ImportError starts with a newline before naming the package."""
+    return " ".join(str(exc).split())
 
 
 def build(name: str, seed: int = 0) -> Built:
     """Build ``hf/<name>`` on CPU with seeded random weights and dummy inputs."""
-    import torch
     from transformers import AutoModel
 
     skip = (_overrides().get(name, {}) or {}).get("skip")
@@ -257,23 +257,33 @@ def build(name: str, seed: int = 0) -> Built:
     try:
         config = make_config(name)
     except Exception as exc:
-        raise Unbuildable(f"config: {type(exc).__name__}: {exc}") from exc
+        raise Unbuildable(f"config: {type(exc).__name__}: {_one_line(exc)}") from exc
+    return build_from_config(config, AutoModel.from_config, name, seed)
+
+
+def build_from_config(config, make, model_type: str, seed: int = 0) -> Built:
+    """The model ``make(config)`` of a shrunk ``config`` (``hf/`` types and config files
+    alike, hfconfig.py): sized on the meta device first and refused past
+    ``max_parameters``, then built with seeded random weights, with dummy inputs."""
+    import torch
+
     limit = int(_rules()["max_parameters"])
     try:
-        count = _count_parameters_on_meta(config)
+        with torch.device("meta"):
+            count = sum(p.numel() for p in make(config).parameters())
     except Exception as exc:
-        raise Unbuildable(f"construct: {type(exc).__name__}: {exc}") from exc
+        raise Unbuildable(f"construct: {type(exc).__name__}: {_one_line(exc)}") from exc
     if count > limit:
         raise Unbuildable(f"too large after shrinking: {count} parameters > {limit}")
     torch.manual_seed(seed)
     try:
-        model = AutoModel.from_config(config)
+        model = make(config)
     except Exception as exc:
-        raise Unbuildable(f"construct: {type(exc).__name__}: {exc}") from exc
+        raise Unbuildable(f"construct: {type(exc).__name__}: {_one_line(exc)}") from exc
     try:
-        inputs = dummy_inputs(model, config, name, seed)
+        inputs = dummy_inputs(model, config, model_type, seed)
     except Unbuildable:
         raise
     except Exception as exc:
-        raise Unbuildable(f"inputs: {type(exc).__name__}: {exc}") from exc
+        raise Unbuildable(f"inputs: {type(exc).__name__}: {_one_line(exc)}") from exc
     return Built(model=model, inputs=inputs, parameters=count)

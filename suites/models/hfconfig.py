@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 
-from torchconform.suites.models.data_files import load_yaml
 from torchconform.suites.models.spec import Built, Unbuildable
 
 
@@ -69,8 +68,6 @@ def model_class(architectures):
 
 
 def build(path: str, seed: int = 0) -> Built:
-    import torch
-
     from torchconform.suites.models import hf
 
     ok, why = hf.available()
@@ -80,23 +77,4 @@ def build(path: str, seed: int = 0) -> Built:
     cls = model_class(architectures)
     # AutoModel picks the class from the config; a concrete class builds itself.
     make = cls.from_config if hasattr(cls, "from_config") else cls._from_config
-    limit = int(load_yaml("shrink.yaml")["max_parameters"])
-    try:
-        with torch.device("meta"):
-            count = sum(p.numel() for p in make(config).parameters())
-    except Exception as exc:
-        raise Unbuildable(f"construct {getattr(cls, '__name__', cls)}: {type(exc).__name__}: {exc}") from exc
-    if count > limit:
-        raise Unbuildable(f"too large after shrinking: {count} parameters > {limit}")
-    torch.manual_seed(seed)
-    try:
-        model = make(config)
-    except Exception as exc:
-        raise Unbuildable(f"construct {getattr(cls, '__name__', cls)}: {type(exc).__name__}: {exc}") from exc
-    try:
-        inputs = hf.dummy_inputs(model, config, config.model_type, seed)
-    except Unbuildable:
-        raise
-    except Exception as exc:
-        raise Unbuildable(f"inputs: {type(exc).__name__}: {exc}") from exc
-    return Built(model=model, inputs=inputs, parameters=count)
+    return hf.build_from_config(config, make, config.model_type, seed)

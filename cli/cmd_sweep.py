@@ -31,9 +31,11 @@ def register(subparsers):
     p.add_argument("--memory-limit-mb", type=int, default=0,
                    help="models: address space each worker may grow by (0: no limit)")
     p.add_argument("--threads", type=int, default=1, help="models: torch threads per worker")
-    p.add_argument("--warm-calls", type=int, default=2,
+    # One warm call by default: each costs a model run on the device and one on CPU, and
+    # the nightly sweep is about coverage first (a CPU coverage sweep took 3x as long with 2).
+    p.add_argument("--warm-calls", type=int, default=1,
                    help="models: calls after the first, on the device and on CPU, whose median is a passing "
-                        "run's warm time (0: cold time only)")
+                        "run's warm time (default 1; 0: cold time only; 5 or more for cost comparisons)")
     p.add_argument("--retrace", action="store_true",
                    help="models: trace each model's operator sets again even where the store has them "
                         "for these torch/library versions")

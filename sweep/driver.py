@@ -43,7 +43,7 @@ class SweepOptions:
     timeout: float = 600.0
     memory_limit_mb: int = 0
     threads: int = 1
-    warm_calls: int = 2              # calls after the first that time a passing run warm
+    warm_calls: int = 1              # calls after the first that time a passing run warm
     devices: int = 0                 # 0 = ask the backend how many devices there are
     command: str = ""
     retrace: bool = False            # trace every model's operator sets even where the store has them

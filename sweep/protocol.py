@@ -24,7 +24,7 @@ class Settings:
     timeout: float = 600.0           # seconds per model, all its runs together
     memory_limit_mb: int = 0         # extra address space per worker beyond its start-up size; 0 = none
     threads: int = 1                 # torch intra-op threads per worker
-    warm_calls: int = 2              # calls after the first timed per passing run (check.Clock)
+    warm_calls: int = 1              # calls after the first timed per passing run (check.Clock)
     seed: int = 0
     # Where engines whose tasks store their own outcomes (Ray) write: the store's URL
     # (never printed: it may hold a password) and the sweep's run.

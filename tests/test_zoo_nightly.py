@@ -1,7 +1,7 @@
 """Nightly: the full transformers zoo on CPU still covers the pinned set.
 
 Opt-in (TORCHCONFORM_NIGHTLY=1): about 10 minutes with 2 workers.  A model
-in ``data/expected/transformers-<version>.yaml`` that no longer builds and
+in ``data/expected/transformers-<version>-torch-<major.minor>.yaml`` that no longer builds and
 passes eval and train on CPU is a regression of the builder (or of
 transformers); newly covered models are reported so the pin can be grown.
 """

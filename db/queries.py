@@ -15,7 +15,7 @@ import socket
 from collections import Counter, defaultdict
 from typing import Iterator
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, func, or_, select
 
 from torchconform.collectors.breakdown import breakdown_of_counts
 from torchconform.collectors.outcome import (
@@ -666,11 +666,19 @@ def earlier_durations(store, suite: str, exclude_build: str | None = None, build
                       device: str | None = None) -> dict[str, float]:
     """Mean duration per test id of ``suite`` over the ``builds_back`` most recent builds
     (other than ``exclude_build``; of ``device`` when given: another device's timings say
-    little about this one's): what sharded runs and sweeps balance shards by."""
+    little about this one's): what sharded runs and sweeps balance shards by.
+
+    When ``exclude_build`` is stored already, only builds made before it count: the
+    history its first run balanced its shards by, so that a ``--resume`` of a shard plans
+    the same tests even after newer builds were stored."""
     with store.read() as conn:
         recent = select(builds.c.id).order_by(builds.c.created.desc(), builds.c.id.desc()).limit(builds_back)
         if exclude_build:
             recent = recent.where(builds.c.name != exclude_build)
+            own = conn.execute(select(builds.c.created, builds.c.id).where(builds.c.name == exclude_build)).one_or_none()
+            if own is not None:
+                recent = recent.where(or_(builds.c.created < own[0],
+                                          and_(builds.c.created == own[0], builds.c.id < own[1])))
         if device:
             recent = recent.where(builds.c.device == device)
         ids = [row[0] for row in conn.execute(recent)]

@@ -63,3 +63,30 @@ def test_progress_line_counts_outcomes_and_estimates_time():
     line = out.getvalue()
     assert "1/4 models" in line and "pass 1" in line and "crash 1" in line and "ETA" in line
     assert p.eta() is not None and p.eta() >= 0
+
+
+def test_a_resumed_shard_plans_the_same_models_after_newer_builds(tmp_path):
+    """A shard's models are balanced by the history its build's first run saw: a build
+    stored later (with other timings) does not move models between shards on --resume."""
+    store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
+    ids = [f"hf/m{i}" for i in range(8)]
+    try:
+        def build(name, seconds_of):
+            store.ensure_build(name)
+            run = store.start_run(name, suite="models")
+            store.add_outcomes(run, [_outcome(m, "eval", seconds_of(i)) for i, m in enumerate(ids)])
+
+        def shard0():
+            per_model = history.per_model(history.earlier_durations(store, "models", exclude_build="current"))
+            return shards.select(ids, 2, 0, per_model)
+
+        build("old", lambda i: float(i + 1))
+        build("current", lambda i: 1.0)         # the sweep being resumed
+        first = shard0()
+        build("newer", lambda i: float(100 - 10 * i) if i % 2 else 0.5)   # other timings, stored later
+        assert shard0() == first
+        # a build not stored yet (a first run) balances by the newest history
+        per_model = history.per_model(history.earlier_durations(store, "models", exclude_build="fresh"))
+        assert per_model["hf/m1"] == (2.0 + 1.0 + 90.0) / 3
+    finally:
+        store.close()

@@ -81,13 +81,13 @@ def transient(exc: BaseException) -> bool:
 def retrying(write: Callable[[], T], on_retry: Callable[[BaseException], None] | None = None,
              pauses=RETRY_PAUSES, sleep=time.sleep) -> T:
     """``write()``, again after each pause while it fails transiently; the last error propagates."""
-    for pause in (*pauses, None):
+    for pause in pauses:
         try:
             return write()
         except Exception as exc:
-            if pause is None or not transient(exc):
+            if not transient(exc):
                 raise
             if on_retry:
                 on_retry(exc)
             sleep(pause)
-    raise AssertionError("unreachable")
+    return write()  # the last attempt: its error is the caller's

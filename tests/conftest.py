@@ -18,5 +18,5 @@ def _autograd_engine_sees_refdev():
 
         refdev.load()
     except Exception:
-        pass
+        pass  # not buildable here: the tests that need refdev fail or skip with the reason
     yield

@@ -69,7 +69,8 @@ def environment_table(stem: str, environment: dict | None) -> Table:
         keys = list(ENVIRONMENT_KEYS) + sorted(k for k in environment if k not in ENVIRONMENT_KEYS
                                                and not isinstance(environment[k], dict))
         t.rows = [[k, value_text(environment.get(k))] for k in keys if environment.get(k) not in (None, "")]
-        launch = (environment.get("evidence") or {}).get("launch") if isinstance(environment.get("evidence"), dict) else None
+        evidence = environment.get("evidence")
+        launch = evidence.get("launch") if isinstance(evidence, dict) else None
         if launch:
             t.rows.append(["launch", str(launch)])
     return t

@@ -5,7 +5,7 @@ the first, so there are thousands of regressions) into a SQLite file, then
 times each stage of ``torchconform gate`` (flaky reruns off: they cost one
 pytest process per attempt, measured by the e2e tests, not here):
 
-    load both builds (queries.iter_outcomes), evaluate the rules, render the
+    load both builds (ci.pipeline.load_records), evaluate the rules, render the
     Markdown + JUnit, and the whole gate_build; with the store's own
     queries.diff of the same pair for comparison.
 
@@ -29,6 +29,11 @@ from torchconform.ci.pipeline import gate_build, load_records  # noqa: E402
 from torchconform.ci.report import junit_xml, markdown  # noqa: E402
 from torchconform.db import queries  # noqa: E402
 from torchconform.db.store import open_store  # noqa: E402
+
+
+# Issue 20's targets for two 154k builds (flaky reruns off).
+GATE_TARGET_S = 1.0
+DIFF_TARGET_S = 0.5
 
 
 def timed(label: str, fn, results: dict):
@@ -66,6 +71,10 @@ def main(argv=None) -> int:
     print(f"  verdict {'PASSED' if run.result.passed else 'FAILED'}; "
           + ", ".join(f"{r.rule}={len(r.findings)}" for r in run.result.rules))
     print(f"  summary {len(text) / 1024:.0f} KiB (GitHub's step summary limit is 1024 KiB), junit {len(junit) / 1024:.0f} KiB")
+    gate_s, diff_s = results["gate_build (end to end)"], results["queries.diff (reference)"]
+    print(f"  targets: gate_build {gate_s:.2f} s of <= {GATE_TARGET_S} s ({gate_s / GATE_TARGET_S:.2f}x), "
+          f"queries.diff {diff_s:.2f} s of <= {DIFF_TARGET_S} s ({diff_s / DIFF_TARGET_S:.2f}x); "
+          f"load average {os.getloadavg()[0]:.1f}")
     per_k = results["gate_build (end to end)"] / (2 * args.n / 1000)
     print(f"  gate_build {results['gate_build (end to end)']:.2f} s = {per_k * 1000:.1f} ms per 1000 outcomes; "
           f"ratio to queries.diff {results['gate_build (end to end)'] / results['queries.diff (reference)']:.1f}x")

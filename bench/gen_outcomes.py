@@ -154,10 +154,11 @@ def write_plain_junit_file(path: str, outcomes: list[Outcome]) -> None:
 
 
 def write_builds(store, n_builds: int, n_outcomes: int = SEED_TOTAL, prefix: str = "synthetic",
-                 drift: float = 0.02, batch: int = 20_000, branch: str = "main") -> list[str]:
-    """Write ``n_builds`` synthetic builds straight into ``store``; returns their names (oldest first)."""
+                 drift: float = 0.02, batch: int = 20_000, branch: str = "main", start: int = 0) -> list[str]:
+    """Write ``n_builds`` synthetic builds straight into ``store``; returns their names (oldest first).
+    ``start``: the number of the first (a series written a build at a time)."""
     names = []
-    for b in range(n_builds):
+    for b in range(start, start + n_builds):
         name = f"{prefix}-{b:03d}"
         outcomes = synthetic_outcomes(n_outcomes, seed=b, drift=drift if b else 0.0)
         store.ensure_build(name, torch_version="2.13.0", backend="refdev", device="refdev", profile="young-backend",

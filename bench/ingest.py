@@ -1,6 +1,7 @@
 """Ingest and query speed of the results store (issue 4's targets), printed as figures and ratios.
 
     python bench/ingest.py [--n 154000] [--workdir DIR] [--no-postgres]
+    python bench/ingest.py --series 30    # bytes per stored result over a nightly series
 
 Measures, each in a fresh process so peak memory is the ingest's own:
   * ingest of the synthetic seed build (bench/gen_outcomes.py) into SQLite, for the
@@ -9,7 +10,9 @@ Measures, each in a fresh process so peak memory is the ingest's own:
   * the same into PostgreSQL (a throwaway server, as in the tests);
   * peak memory of an ingest (target <= 500 MB): the storing process plus, for big
     files, the parsing process it forks (both are alive at once);
-  * summary and diff queries on two such builds (target <= 1 s each).
+  * summary and diff queries on two such builds (target <= 1 s each);
+  * with --series N: the store's bytes per result over N nightly builds (target <= 50),
+    and the size a year of them would reach.
 """
 from __future__ import annotations
 
@@ -79,12 +82,22 @@ def child_store_only(n: int, url: str, build: str) -> dict:
 
 
 def child_raw_sqlite(n: int, path: str) -> dict:
-    """Baseline: plain sqlite3.executemany of the same tests and results rows into the same schema."""
+    """Baseline: plain sqlite3.executemany of the same rows into the same schema: the tests,
+    the distinct values (db/values.py), the results pointing at them and the build's values.
+    Only the inserts are timed; finding the values is part of what the store's time pays."""
     from torchconform.db.store import open_store
+    from torchconform.db.values import digest, duration_us
 
     open_store(path).close()  # same tables and indexes
     outcomes = gen_outcomes.synthetic_outcomes(n)
     test_rows = [(o.test_id, o.suite, o.file, o.cls, o.name, o.op, o.variant, o.dtype) for o in outcomes]
+    ids: dict[tuple, int] = {}
+    result_rows = []
+    for i, o in enumerate(outcomes):
+        value = (o.outcome, o.kind, o.missing_op, " ".join(o.fallback_ops), o.skiplist_entry, o.device, o.message, None)
+        vid = ids.setdefault(value, len(ids) + 1)
+        result_rows.append((1, 1, i + 1, 1, vid, duration_us(o.duration), None, None))
+    value_rows = [(vid, digest(v), *v) for v, vid in ids.items()]
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
@@ -94,10 +107,11 @@ def child_raw_sqlite(n: int, path: str) -> dict:
     conn.execute("INSERT INTO runs (build_id, started) VALUES (1, CURRENT_TIMESTAMP)")
     conn.executemany("INSERT INTO tests (test_id, suite, file, cls, name, op, variant, dtype) VALUES (?,?,?,?,?,?,?,?)",
                      test_rows)
-    result_rows = [(1, 1, i + 1, 1, o.outcome, o.kind, o.missing_op, " ".join(o.fallback_ops), o.skiplist_entry,
-                    o.device, o.duration, o.message, o.repro) for i, o in enumerate(outcomes)]
-    conn.executemany("INSERT INTO results (build_id, run_id, test_pk, attempt, outcome, kind, missing_op, fallback_ops, "
-                     "skiplist_entry, device, duration, message, repro) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", result_rows)
+    conn.executemany("INSERT INTO result_values (id, digest, outcome, kind, missing_op, fallback_ops, skiplist_entry, "
+                     "device, message, repro) VALUES (?,?,?,?,?,?,?,?,?,?)", value_rows)
+    conn.executemany("INSERT INTO results (build_id, run_id, test_pk, attempt, value_id, duration_us, max_abs_err, "
+                     "max_rel_err) VALUES (?,?,?,?,?,?,?,?)", result_rows)
+    conn.executemany("INSERT INTO build_values (build_id, value_id) VALUES (1, ?)", [(vid,) for vid in ids.values()])
     conn.execute("COMMIT")
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     conn.close()
@@ -133,6 +147,51 @@ def child_queries(url: str, xml_a: str, xml_b: str) -> dict:
     return out
 
 
+def child_series(n: int, builds: int, path: str) -> dict:
+    """A nightly series: ``builds`` builds of ``n`` outcomes, each 2% different from the first
+    (bench/gen_outcomes.write_builds), written one after another; the file's size after each
+    (WAL checkpointed), and where the bytes are at the end (SQLite's dbstat)."""
+    from torchconform.db.store import open_store
+
+    sizes = []
+    t0 = time.perf_counter()
+    with open_store(path) as store:
+        for b in range(builds):
+            gen_outcomes.write_builds(store, 1, n, prefix="nightly", start=b)
+            with store.engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+            sizes.append(os.path.getsize(path))
+    seconds = time.perf_counter() - t0
+    conn = sqlite3.connect(path)
+    try:
+        tables = dict(conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall())
+    except sqlite3.OperationalError:   # an SQLite built without dbstat
+        tables = {}
+    n_results = conn.execute("SELECT count(*) FROM results").fetchone()[0]
+    conn.close()
+    return {"sizes": sizes, "results": n_results, "tables": tables, "write_s": seconds}
+
+
+def report_series(r: dict, n: int, target_bytes: float = 50.0, year: int = 365) -> None:
+    sizes, builds = r["sizes"], len(r["sizes"])
+    per_result = sizes[-1] / r["results"]
+    print(f"\n  store size of a nightly series: {builds} builds x {n} outcomes, 2% of results changing per build "
+          f"(written in {r['write_s']:.0f} s)")
+    print(f"    {sizes[-1] / 2**20:8.1f} MB for {r['results']:,} results = {per_result:5.1f} bytes per result "
+          f"(target <= {target_bytes:.0f}: {per_result / target_bytes:.2f}x of it)")
+    if builds >= 2:
+        half = builds // 2
+        step = (sizes[-1] - sizes[half - 1]) / (builds - half)   # bytes a build adds once tests exist
+        at_year = sizes[-1] + (year - builds) * step
+        print(f"    each further build adds {step / 2**20:.2f} MB ({step / n:.1f} bytes per result); "
+              f"{year} builds: {at_year / 2**30:.2f} GB = {at_year / (year * n):.1f} bytes per result "
+              f"(extrapolated from builds {half}-{builds})")
+    top = sorted(r["tables"].items(), key=lambda kv: -kv[1])[:6]
+    if top:
+        print("    where the bytes are: " + ", ".join(f"{name} {b / r['results']:.1f}" for name, b in top)
+              + " (bytes per result)")
+
+
 def run_child(*args) -> dict:
     r = subprocess.run([sys.executable, __file__, "--child", json.dumps(args)], capture_output=True, text=True)
     if r.returncode != 0:
@@ -145,6 +204,9 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=gen_outcomes.SEED_TOTAL)
     p.add_argument("--workdir", help="keep generated files here (default: a temporary folder)")
     p.add_argument("--no-postgres", action="store_true")
+    p.add_argument("--series", type=int, default=0, metavar="BUILDS",
+                   help="only measure the store's size over a nightly series of BUILDS builds (e.g. 30, or 60 "
+                        "to extrapolate a year)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -154,6 +216,13 @@ def main(argv=None) -> int:
 
     work = args.workdir or tempfile.mkdtemp(prefix="tc-bench-ingest-")
     os.makedirs(work, exist_ok=True)
+    if args.series:
+        path = os.path.join(work, "series.db")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.unlink(path + suffix)
+        report_series(run_child("child_series", args.n, args.series, path), args.n)
+        return 0
     files = {"runner": os.path.join(work, "seed0.xml"), "plain": os.path.join(work, "seed0-plain.xml"),
              "runner_b": os.path.join(work, "seed1.xml")}
     if not all(os.path.exists(f) for f in files.values()):

@@ -6,15 +6,20 @@ confirm flaky tests, evaluate again, render the report.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from torchconform.ci import flaky as flaky_mod
 from torchconform.ci.config import GateConfig, default_config
-from torchconform.ci.gate import GateResult, declared_traits, evaluate, record_breakdown, rerun_candidates
+from torchconform.ci.gate import (
+    GateResult, as_records, declared_traits, evaluate, record_breakdown, rerun_candidates,
+)
+from torchconform.ci.records import Records
+from torchconform.collectors.outcome import FAILED
 from torchconform.ci.report import junit_xml, markdown
 from torchconform.collectors import clusters as clusters_mod
 from torchconform.census.diff import gate_context as census_gate_context
 from torchconform.errors import UserError
-from torchconform.suites.traits.readback import compare_traits, traits_from_records
+from torchconform.suites.traits.readback import SUITE as TRAITS_SUITE, compare_traits, traits_from_records
 
 
 @dataclass
@@ -79,20 +84,43 @@ def _series_text(store, build: str, spec: str, branch: str) -> str:
     return (series.on_branch(on_branch) if on_branch else series).describe()
 
 
-def load_records(store, build: str) -> dict[str, dict]:
-    """{test_id: outcome-record dict} of the build's latest results (``gate.as_record``'s shape).
+def load_records(store, build: str, names: dict[int, str] | None = None) -> Records:
+    """The build's latest results as Records (ci/records.py): per test, the id of what it
+    says (two integers a row, the few distinct values read once), its errors, and its
+    full record read only when a rule or the report asks for it.
 
-    Read through the store's lean path: the stored records were validated when
-    written, so building an ``Outcome`` per test (then a dict from it) only cost time."""
+    ``names``: {tests.id: test id} of the store (``test_names``), shared by both builds
+    the gate loads."""
+    from torchconform.ci.records import Value
     from torchconform.db import queries
 
+    names = test_names(store) if names is None else names
+    rows = list(queries.latest_rows(store, build, ("test_pk", "result_id", "value_id", "max_abs_err", "max_rel_err"),
+                                    plain=True))
+    tids = [names[r[0]] for r in rows]
+    vid = dict(zip(tids, map(itemgetter(2), rows)))
+    result_of = dict(zip(tids, map(itemgetter(1), rows)))
+    errors = {t: (r[3], r[4]) for t, r in zip(tids, rows) if r[3] is not None}
+    values = {v: Value(o, k, m, tuple(f.split()), s, d, msg)
+              for v, (o, k, m, f, s, d, msg, _repro) in queries.values_by_id(store, set(vid.values())).items()}
     fields = queries.OUTCOME_FIELDS
-    records = {}
-    for row in queries.latest_rows(store, build, fields, order=True):
-        rec = dict(zip(fields, row))
-        rec["fallback_ops"] = rec["fallback_ops"].split() if rec["fallback_ops"] else []
-        records[rec["test_id"]] = rec
-    return records
+
+    def fetch(tids: list[str]) -> dict[str, dict]:
+        rows = queries.results_by_id(store, [result_of[t] for t in tids], fields)
+        out = {}
+        for t in tids:
+            rec = dict(zip(fields, rows[result_of[t]]))
+            rec["fallback_ops"] = rec["fallback_ops"].split() if rec["fallback_ops"] else []
+            out[t] = rec
+        return out
+    return Records(vid, values, errors, fetch, lambda suite: queries.suite_tests(store, suite), space=store)
+
+
+def test_names(store) -> dict[int, str]:
+    """{tests.id: test id} of every stored test (one read, for both builds of a gate)."""
+    from torchconform.db import queries
+
+    return dict(queries.stored_tests(store, ("test_id",)))
 
 
 def gate_build(store, build: str, baseline: str = "latest", config: GateConfig | None = None,
@@ -127,8 +155,9 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
         for r in result.rules:
             r.detail = "no baseline"
         return _render(result, None, {}, new, info, config, notes, [], categories=categories)
-    old = load_records(store, base)
-    new = load_records(store, build)
+    names = test_names(store)
+    old = load_records(store, base, names)
+    new = load_records(store, build, names)
     # what each build declared (the runner records it; collectors/traitfail.py): a failure a
     # trait explains is a regression only when the trait itself changed
     traits = (declared_traits(old, queries.build_info(store, base)["metadata"].get("declared_traits")),
@@ -149,7 +178,8 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
             notes.append(f"{len(candidates)} failing tests; only the first {limit} were rerun for flaky "
                          f"confirmation (flaky.max_tests).")
             candidates = candidates[:limit]
-        records, not_rerun = flaky_mod.rerunnable([new[t] for t in candidates], info["device"], info["profile"])
+        chosen = new.load(candidates)
+        records, not_rerun = flaky_mod.rerunnable([chosen[t] for t in candidates], info["device"], info["profile"])
         notes += _not_rerun_notes(not_rerun, config.report["max_items"])
     if records:
         if confirm is None:
@@ -189,14 +219,26 @@ def _all_off(config: GateConfig) -> GateConfig:
     return off
 
 
+def _failing(records) -> dict[str, dict]:
+    """The failed records only (what clusters read), loaded in one batch."""
+    records = as_records(records)
+    return records.load(records.where(lambda v: v.outcome in FAILED))
+
+
+def _traits(records) -> dict:
+    """The traits the build's traits suite measured (its records' notes)."""
+    records = as_records(records)
+    return traits_from_records(records.load(records.in_suite(TRAITS_SUITE)).values())
+
+
 def _render(result, base, old, new, info, config, notes, confirmations, not_rerun=None, categories=()) -> GateRun:
     build = result.new
     old_b = record_breakdown(base or "(none)", old)
     new_b = record_breakdown(build, new)
     limit = config.report["max_items"]
-    clusters = clusters_mod.order(clusters_mod.from_records(new, categories),
-                                  clusters_mod.from_records(old, categories) if base else None)
-    traits = compare_traits(traits_from_records(old.values()), traits_from_records(new.values())) if base else []
+    clusters = clusters_mod.order(clusters_mod.from_records(_failing(new), categories),
+                                  clusters_mod.from_records(_failing(old), categories) if base else None)
+    traits = compare_traits(_traits(old), _traits(new)) if base else []
     text = markdown(result, old_b, new_b, limit=limit, device=info["device"], notes=notes, clusters=clusters,
                     traits=traits)
     return GateRun(result=result, baseline=base, markdown=text, junit=junit_xml(result, limit=limit),

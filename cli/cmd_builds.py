@@ -1,4 +1,5 @@
-"""``torchconform builds [--json]``: the builds in the store, oldest first."""
+"""``torchconform builds [--json]``: the builds in the store, oldest first (``--json`` also
+names each build's series: device, backend profile, branch, suite set; db/series.py)."""
 import json
 
 from torchconform.db import queries
@@ -14,7 +15,7 @@ FOOTNOTE = ("tests: tests with a result (what `summary` counts, each test's late
 
 def _run(args) -> int:
     with open_store(args.db, create=False) as store:
-        rows = queries.list_builds(store)
+        rows = queries.list_builds(store, series=True)
         tests = queries.test_counts(store)
     for r in rows:
         r["tests"] = tests.get(r["name"], 0)

@@ -17,7 +17,8 @@ from torchconform.collectors.numeric import drift as drift_of
 from torchconform.collectors.numeric import op_dtype_max
 from torchconform.collectors.outcome import PASSED
 from torchconform.db import queries
-from torchconform.db.models import builds, results, tests
+from torchconform.db.models import builds, result_values, results, tests
+from torchconform.db.values import JOINED
 
 _COLUMNS = ("test_id", "op", "dtype", "outcome", "max_abs_err", "max_rel_err")
 
@@ -49,13 +50,15 @@ def error_history(store, op: str, dtype: str, device: str | None = None) -> list
     only), oldest build first; ``device``: only that device's builds.  Builds where no
     passing test of the pair recorded an error are left out."""
     pks = select(tests.c.id).where(tests.c.op == op, tests.c.dtype == dtype)
-    latest = (select(func.max(results.c.id).label("id")).where(results.c.test_pk.in_(pks))
+    # build_id IN (every build): the (build, test) index, seeked per build and test
+    latest = (select(func.max(results.c.id).label("id"))
+              .where(results.c.test_pk.in_(pks), results.c.build_id.in_(select(builds.c.id)))
               .group_by(results.c.build_id, results.c.test_pk).subquery("latest"))
     query = (select(builds.c.name, builds.c.created, builds.c.device, builds.c.branch,
                     func.max(results.c.max_abs_err), func.max(results.c.max_rel_err), func.count())
-             .select_from(results.join(latest, latest.c.id == results.c.id)
+             .select_from(JOINED.join(latest, latest.c.id == results.c.id)
                           .join(builds, builds.c.id == results.c.build_id))
-             .where(results.c.outcome.in_(sorted(PASSED)), results.c.max_abs_err.is_not(None))
+             .where(result_values.c.outcome.in_(sorted(PASSED)), results.c.max_abs_err.is_not(None))
              .group_by(builds.c.id, builds.c.name, builds.c.created, builds.c.device, builds.c.branch)
              .order_by(builds.c.created, builds.c.id))
     if device:

@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # The schema revision this version of the tool reads and writes.
-HEAD_REVISION = "0007_numeric_errors"
+HEAD_REVISION = "0008_result_values"
 
 # Run states (``runs.status``).  A build is complete when every run is FINISHED or
 # RESUMED (an interrupted run whose remaining tests a later run of the build covered).
@@ -112,14 +112,13 @@ class Test(Base):
     dtype: Mapped[str] = mapped_column(String(100), default="", nullable=False)
 
 
-class Result(Base):
-    __tablename__ = "results"
+class ResultValue(Base):
+    """What results say, stored once (db/values.py): results point here by ``value_id``."""
+    __tablename__ = "result_values"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), nullable=False)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
-    test_pk: Mapped[int] = mapped_column(ForeignKey("tests.id"), nullable=False)
-    attempt: Mapped[int] = mapped_column(Integer, default=1, nullable=False)
+    # A 64-bit digest of the fields below (db/values.digest): how a writer finds a value.
+    digest: Mapped[int] = mapped_column(BigInteger, unique=True, nullable=False)
     outcome: Mapped[str] = mapped_column(String(20), nullable=False)
     kind: Mapped[str] = mapped_column(String(30), default="", nullable=False)
     missing_op: Mapped[str] = mapped_column(String(300), default="", nullable=False)
@@ -127,24 +126,44 @@ class Result(Base):
     fallback_ops: Mapped[str] = mapped_column(Text, default="", nullable=False)
     skiplist_entry: Mapped[str] = mapped_column(String(300), default="", nullable=False)
     device: Mapped[str] = mapped_column(String(100), default="", nullable=False)
-    duration: Mapped[float] = mapped_column(Float, default=0.0, nullable=False)
     message: Mapped[str] = mapped_column(Text, default="", nullable=False)
-    # NULL: the run's repro_template rendered for this test (what most results hold).
+    # NULL: the run's repro_template rendered for the result's test (what most results hold).
     repro: Mapped[str | None] = mapped_column(Text, default="", nullable=True)
+
+
+class Result(Base):
+    """One result of one test in one run: its test, attempt, duration and errors, and what it
+    said (``value_id``).  About 24 bytes a row on SQLite; see db/values.py."""
+    __tablename__ = "results"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), nullable=False)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
+    test_pk: Mapped[int] = mapped_column(ForeignKey("tests.id"), nullable=False)
+    attempt: Mapped[int] = mapped_column(Integer, default=1, nullable=False)
+    value_id: Mapped[int] = mapped_column(ForeignKey("result_values.id"), nullable=False)
+    # Whole microseconds (read back as seconds: db/values.DURATION).
+    duration_us: Mapped[int] = mapped_column(BigInteger, default=0, nullable=False)
     # The largest absolute / relative error against the CPU reference (collectors/numeric.py);
     # NULL: the test compared nothing (or was stored before 0007_numeric_errors).
     max_abs_err: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_rel_err: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
-# "Latest result per test in a build" = max(id) grouped by (build_id, test_pk):
-# this index makes it an index-only scan.  The second serves test history.
-# Every index on results costs ingest time, so there are only these three.
-Index("ix_results_build_test", Result.build_id, Result.test_pk, Result.id)
-Index("ix_results_test", Result.test_pk, Result.build_id)
-# Partial: only the ~15% of rows that name a missing operator (first build seen per operator).
-Index("ix_results_missing_op", Result.missing_op, Result.build_id,
-      sqlite_where=Result.missing_op != "", postgresql_where=Result.missing_op != "")
+class BuildValue(Base):
+    """The values a build's results point at (any attempt): which builds ever said what,
+    without reading their results (the first build that reported an operator missing)."""
+    __tablename__ = "build_values"
+
+    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), primary_key=True)
+    value_id: Mapped[int] = mapped_column(ForeignKey("result_values.id"), primary_key=True)
+
+
+# "Latest result per test in a build" = max(id) grouped by (build_id, test_pk): an
+# index-only scan (SQLite keeps the rowid in every index entry; PostgreSQL gets id as an
+# included column).  A test's history reads it too, with ``build_id IN (every build)``.
+# Every index on results costs ingest time and bytes per row, so there is only this one.
+Index("ix_results_build_test", Result.build_id, Result.test_pk, postgresql_include=["id"])
 Index("ix_builds_created", Build.created)
 Index("ix_builds_branch_device", Build.branch, Build.device, Build.created)
 
@@ -152,6 +171,8 @@ builds = Build.__table__
 runs = Run.__table__
 tests = Test.__table__
 results = Result.__table__
+result_values = ResultValue.__table__
+build_values = BuildValue.__table__
 build_locks = BuildLock.__table__
 
 

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from torchconform.collectors.outcome import Outcome
 from torchconform.db.models import results, runs, tests
 from torchconform.db.store import RESULT_COLUMNS, TEST_COLUMNS, outcome_from_rows
+from torchconform.db.values import FIELD, JOINED
 
 T = TypeVar("T")
 
@@ -53,8 +54,8 @@ def add_outcomes_once(store, run_id: int, outcomes: Iterable[Outcome], lock_key:
 
 def stored_outcomes(conn, build_id: int, test_ids: list[str]) -> list[Outcome]:
     """The build's latest stored outcome of each of ``test_ids`` (a few per call: one model)."""
-    query = (select(*(tests.c[c] for c in TEST_COLUMNS), *(results.c[c] for c in RESULT_COLUMNS[3:]))
-             .join(results, results.c.test_pk == tests.c.id)
+    query = (select(*(tests.c[c] for c in TEST_COLUMNS), *(FIELD[c] for c in RESULT_COLUMNS[3:]))
+             .select_from(JOINED.join(tests, tests.c.id == results.c.test_pk))
              .where(results.c.build_id == build_id, tests.c.test_id.in_(sorted(set(test_ids))))
              .order_by(results.c.id))
     latest = {}

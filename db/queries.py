@@ -23,10 +23,14 @@ from torchconform.collectors.outcome import (
 )
 from torchconform.config import mask_password
 from torchconform.db import series as series_mod
-from torchconform.db.models import DONE_STATES, builds, results, runs, tests
+from torchconform.db.models import DONE_STATES, build_values, builds, result_values, results, runs, tests
 from torchconform.db.runstate import absent_runs, build_complete, effective_status
 from torchconform.db.store import TEST_COLUMNS
+from torchconform.db.values import DURATION, JOINED, US_PER_S, VALUE_COLUMNS, values_of
 from torchconform.errors import UserError
+
+# What results say (outcome, kind, ...) is in result_values, joined by value_id (db/values.py).
+V = result_values.c
 
 # What counts as a regression from a passing baseline (the gate's default rule).
 REGRESSED = frozenset({FAIL, ERROR, CRASH, TIMEOUT})
@@ -49,14 +53,14 @@ def _latest_ids(build_id: int):
 
 # A result's repro command: its own, or (NULL) its run's template rendered for its test,
 # as collectors/outcome.py's render_repro does.  Needs runs and tests joined.
-REPRO = func.coalesce(results.c.repro, func.replace(func.replace(runs.c.repro_template, "{id}", tests.c.test_id),
+REPRO = func.coalesce(V.repro, func.replace(func.replace(runs.c.repro_template, "{id}", tests.c.test_id),
                                                     "{op}", tests.c.op))
 
 
 def _latest(build_id: int):
-    """FROM clause: results restricted to the latest per test of the build."""
+    """FROM clause: results restricted to the latest per test of the build, with what they say."""
     latest = _latest_ids(build_id)
-    return results.join(latest, results.c.id == latest.c.id)
+    return JOINED.join(latest, results.c.id == latest.c.id)
 
 
 # -- builds -----------------------------------------------------------------------------
@@ -187,9 +191,9 @@ def summary(store, build: str) -> dict:
     """The seed's breakdown of a build (the shape of ``collectors.breakdown``)."""
     with store.read() as conn:
         build_id = store.build_id(build, conn)
-        query = (select(results.c.outcome, results.c.kind, results.c.missing_op, func.count())
+        query = (select(V.outcome, V.kind, V.missing_op, func.count())
                  .select_from(_latest(build_id))
-                 .group_by(results.c.outcome, results.c.kind, results.c.missing_op))
+                 .group_by(V.outcome, V.kind, V.missing_op))
         rows = conn.execute(query).all()
     return {**_assemble(build, rows), **completeness(build_info(store, build))}
 
@@ -201,9 +205,9 @@ def summary_by(store, build: str, by: str) -> dict:
     key = tests.c[by]
     with store.read() as conn:
         build_id = store.build_id(build, conn)
-        query = (select(key, results.c.outcome, results.c.kind, results.c.missing_op, func.count())
+        query = (select(key, V.outcome, V.kind, V.missing_op, func.count())
                  .select_from(_latest(build_id).join(tests, tests.c.id == results.c.test_pk))
-                 .group_by(key, results.c.outcome, results.c.kind, results.c.missing_op))
+                 .group_by(key, V.outcome, V.kind, V.missing_op))
         return breakdowns_by(build, conn.execute(query))
 
 
@@ -222,10 +226,10 @@ def op_matrix(store, build: str, exclude_suites=()) -> list[dict]:
     zoo, whose tests.op is a model name, not an operator)."""
     with store.read() as conn:
         build_id = store.build_id(build, conn)
-        query = (select(tests.c.op, tests.c.variant, tests.c.dtype, results.c.outcome, results.c.kind, func.count())
+        query = (select(tests.c.op, tests.c.variant, tests.c.dtype, V.outcome, V.kind, func.count())
                  .select_from(_latest(build_id).join(tests, tests.c.id == results.c.test_pk))
                  .where(tests.c.op != "")
-                 .group_by(tests.c.op, tests.c.variant, tests.c.dtype, results.c.outcome, results.c.kind))
+                 .group_by(tests.c.op, tests.c.variant, tests.c.dtype, V.outcome, V.kind))
         if exclude_suites:
             query = query.where(tests.c.suite.not_in(list(exclude_suites)))
         return matrix_cells(conn.execute(query))
@@ -265,10 +269,10 @@ def missing_op_leaderboard(store, build: str | None = None, census: bool = True)
         return []
     with store.read() as conn:
         build_id = store.build_id(build, conn)
-        query = (select(results.c.missing_op, tests.c.suite, tests.c.op, func.count())
+        query = (select(V.missing_op, tests.c.suite, tests.c.op, func.count())
                  .select_from(_latest(build_id).join(tests, tests.c.id == results.c.test_pk))
-                 .where(and_(results.c.outcome == SKIP_BACKEND, results.c.kind == MISSING_OP, results.c.missing_op != ""))
-                 .group_by(results.c.missing_op, tests.c.suite, tests.c.op))
+                 .where(and_(V.outcome == SKIP_BACKEND, V.kind == MISSING_OP, V.missing_op != ""))
+                 .group_by(V.missing_op, tests.c.suite, tests.c.op))
         rows = conn.execute(query).all()
     board_census = census_models(store, build) if census else None
     ops = {r[0] for r in rows} | set(board_census or ())
@@ -345,10 +349,13 @@ def first_missing_builds(store) -> dict[str, tuple[str, str]]:
 
 def _first_builds(conn, ops: list[str] | None) -> dict[str, tuple[str, str]]:
     """op -> (name, created) of the earliest build where it was ever missing (``ops``: None = every op)."""
-    pairs = select(results.c.missing_op, results.c.build_id).where(results.c.missing_op != "")
+    # build_values: the values any result of a build points at (no scan of the results)
+    pairs = (select(V.missing_op, build_values.c.build_id)
+             .select_from(build_values.join(result_values, result_values.c.id == build_values.c.value_id))
+             .where(V.missing_op != ""))
     if ops is not None:
-        pairs = pairs.where(results.c.missing_op.in_(ops))
-    pairs = pairs.group_by(results.c.missing_op, results.c.build_id).subquery()
+        pairs = pairs.where(V.missing_op.in_(ops))
+    pairs = pairs.group_by(V.missing_op, build_values.c.build_id).subquery()
     query = (select(pairs.c.missing_op, builds.c.name, builds.c.created, builds.c.id)
              .select_from(pairs.join(builds, builds.c.id == pairs.c.build_id)))
     first: dict[str, tuple] = {}
@@ -359,13 +366,18 @@ def _first_builds(conn, ops: list[str] | None) -> dict[str, tuple[str, str]]:
 
 
 # -- per-test -----------------------------------------------------------------------------------
-_OUTCOME_COLUMNS = (results.c.test_pk, results.c.outcome, results.c.kind, results.c.missing_op,
-                    results.c.fallback_ops, results.c.message)
+# What diff compares per test (db/values.VALUE_COLUMNS positions).
+_DIFF_FIELDS = ("outcome", "kind", "missing_op", "fallback_ops", "message")
 
 
-def _latest_map(conn, build_id: int) -> dict[int, tuple]:
-    query = select(*_OUTCOME_COLUMNS).select_from(_latest(build_id))
-    return {row[0]: row[1:] for row in conn.execute(query)}
+def _latest_map(store, conn, build_id: int) -> dict[int, tuple]:
+    """{test_pk: (outcome, kind, missing_op, fallback_ops, message)} of the build's latest
+    results: read as value ids (two integers a row, latest_rows' fast path), the few
+    distinct values looked up once."""
+    pairs = list(_latest_rows(store, build_id, ("test_pk", "value_id"), order=False, plain_tuples=True))
+    wanted = [VALUE_COLUMNS.index(c) for c in _DIFF_FIELDS]
+    shown = {vid: tuple(v[i] for i in wanted) for vid, v in values_of(conn, {p[1] for p in pairs}).items()}
+    return {pk: shown[vid] for pk, vid in pairs}
 
 
 def _test_names(conn, pks) -> dict[int, tuple[str, str]]:
@@ -395,8 +407,8 @@ def diff(store, old_build: str, new_build: str) -> dict:
     with store.read() as conn:
         old_id = store.build_id(old_build, conn)
         new_id = store.build_id(new_build, conn)
-        old = _latest_map(conn, old_id)
-        new = _latest_map(conn, new_id)
+        old = _latest_map(store, conn, old_id)
+        new = _latest_map(store, conn, new_id)
         return diff_maps(old_build, new_build, old, new, lambda pks: _test_names(conn, pks))
 
 
@@ -471,14 +483,20 @@ def _label(outcome: str, kind: str) -> str:
 
 def test_history(store, test_id: str) -> list[dict]:
     """Every stored result of one test across builds and attempts, oldest build first."""
+    with store.read() as conn:
+        pk = conn.execute(select(tests.c.id).where(tests.c.test_id == test_id)).scalar_one_or_none()
+        if pk is None:
+            return []
+        # One seek of the (build, test) index per build: results have no index by test alone.
+        build_ids = conn.execute(select(builds.c.id)).scalars().all()
     query = (select(builds.c.name, builds.c.created, builds.c.branch, results.c.run_id, results.c.attempt,
-                    results.c.outcome, results.c.kind, results.c.missing_op, results.c.fallback_ops,
-                    results.c.skiplist_entry, results.c.device, results.c.duration, results.c.message,
+                    V.outcome, V.kind, V.missing_op, V.fallback_ops,
+                    V.skiplist_entry, V.device, DURATION.label("duration"), V.message,
                     REPRO.label("repro"), results.c.id, results.c.max_abs_err, results.c.max_rel_err)
-             .select_from(results.join(tests, tests.c.id == results.c.test_pk)
+             .select_from(JOINED.join(tests, tests.c.id == results.c.test_pk)
                           .join(builds, builds.c.id == results.c.build_id)
                           .join(runs, runs.c.id == results.c.run_id))
-             .where(tests.c.test_id == test_id)
+             .where(results.c.build_id.in_(build_ids), results.c.test_pk == pk)
              .order_by(builds.c.created, builds.c.id, results.c.id))
     with store.read() as conn:
         rows = conn.execute(query).mappings().all()
@@ -500,9 +518,9 @@ def flaky_tests(store, build: str | None = None, test_id: str | None = None) -> 
     The gate stores each confirmation rerun as another attempt; this reads them back.
     One entry per (build, test): attempts in order and whether it is flaky.
     """
-    query = (select(builds.c.name, tests.c.test_id, results.c.attempt, results.c.outcome, results.c.kind,
+    query = (select(builds.c.name, tests.c.test_id, results.c.attempt, V.outcome, V.kind,
                     results.c.build_id, results.c.test_pk, results.c.id)
-             .select_from(results.join(tests, tests.c.id == results.c.test_pk)
+             .select_from(JOINED.join(tests, tests.c.id == results.c.test_pk)
                           .join(builds, builds.c.id == results.c.build_id)))
     multi = select(results.c.build_id, results.c.test_pk).group_by(results.c.build_id, results.c.test_pk)
     if build is not None:
@@ -510,7 +528,9 @@ def flaky_tests(store, build: str | None = None, test_id: str | None = None) -> 
             bid = store.build_id(build, conn)
         multi = multi.where(results.c.build_id == bid)
     if test_id is not None:
-        multi = multi.where(results.c.test_pk.in_(select(tests.c.id).where(tests.c.test_id == test_id)))
+        # build_id IN (every build): the (build, test) index, seeked once per build
+        multi = multi.where(results.c.test_pk.in_(select(tests.c.id).where(tests.c.test_id == test_id)),
+                            results.c.build_id.in_(select(builds.c.id)))
     multi = multi.having(func.count() > 1).subquery()
     query = query.join(multi, and_(multi.c.build_id == results.c.build_id, multi.c.test_pk == results.c.test_pk))
     query = query.order_by(builds.c.created, builds.c.id, tests.c.test_id, results.c.id)
@@ -531,13 +551,18 @@ def flaky_tests(store, build: str | None = None, test_id: str | None = None) -> 
 ROW_COLUMNS = {
     "test_pk": results.c.test_pk,
     **{c: tests.c[c] for c in TEST_COLUMNS},
-    **{c: results.c[c] for c in ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "device",
-                                 "duration", "message", "attempt", "max_abs_err", "max_rel_err")},
+    **{c: V[c] for c in ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "device",
+                         "message")},
+    **{c: results.c[c] for c in ("attempt", "max_abs_err", "max_rel_err")},
+    "duration": DURATION,
     "repro": REPRO,
     # the stored text only (NULL: the run's repro_template rendered for the test): for a
     # reader that renders templates itself, for the rows it shows (the site)
-    "stored_repro": results.c.repro,
+    "stored_repro": V.repro,
     "run_id": results.c.run_id,
+    # what the result says, as an id (result_values; the values: ``values_by_id``), and its own id
+    "value_id": results.c.value_id,
+    "result_id": results.c.id,
 }
 # In the dataclass's order, so a row is ``Outcome(*row)`` (after splitting fallback_ops).
 OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
@@ -585,9 +610,10 @@ def _latest_rows(store, build_id: int, columns, order: bool, plain_tuples: bool 
             # bench/site.py).  Kept to ranges at most DENSE_SPAN times the build's rows.
             if no_reruns and n and high - low + 1 <= DENSE_SPAN * n:
                 span = (low, high)
-        source = results if no_reruns else _latest(build_id)
-        # The tests (and runs) joins are only paid for when a column needs them.
+        # The values, tests (and runs) joins are only paid for when a column needs them.
         with_repro = "repro" in columns
+        with_values = with_repro or any(getattr(ROW_COLUMNS[c], "table", None) is result_values for c in columns)
+        source = (JOINED if with_values else results) if no_reruns else _latest(build_id)
         if order or with_repro or any(getattr(ROW_COLUMNS[c], "table", None) is tests for c in columns):
             source = source.join(tests, tests.c.id == results.c.test_pk)
         if with_repro:
@@ -602,6 +628,32 @@ def _latest_rows(store, build_id: int, columns, order: bool, plain_tuples: bool 
             query = query.order_by(tests.c.test_id)
         # ROW_COLUMNS are integers, text and floats: the drivers' own values, no result processor
         yield from _fetch(conn.execute(query), plain_tuples)
+
+
+def values_by_id(store, ids) -> dict[int, tuple]:
+    """{value id: (outcome, kind, missing_op, fallback_ops, skiplist_entry, device, message,
+    stored repro)} of ``latest_rows``' ``value_id`` column: a reader that groups results by
+    what they say reads each value once (db/values.py)."""
+    with store.read() as conn:
+        return values_of(conn, ids)
+
+
+def results_by_id(store, result_ids, columns=OUTCOME_FIELDS) -> dict[int, tuple]:
+    """{result id (``latest_rows``' ``result_id``): row of ``columns``} for those results,
+    read in batches: a reader that needs every field of a few thousand results only."""
+    unknown = [c for c in columns if c not in ROW_COLUMNS]
+    if unknown:
+        raise ValueError(f"results_by_id: unknown columns {unknown}; choose from {sorted(ROW_COLUMNS)}")
+    ids = sorted(set(result_ids))
+    source = JOINED.join(tests, tests.c.id == results.c.test_pk).join(runs, runs.c.id == results.c.run_id)
+    out = {}
+    with store.read() as conn:
+        for i in range(0, len(ids), LOOKUP_CHUNK):
+            query = (select(results.c.id, *(ROW_COLUMNS[c].label(c) for c in columns)).select_from(source)
+                     .where(results.c.id.in_(ids[i:i + LOOKUP_CHUNK])))
+            for rid, *row in conn.execute(query).all():
+                out[rid] = tuple(row)
+    return out
 
 
 def repro_templates(store, build: str) -> dict[int, str]:
@@ -621,6 +673,12 @@ def stored_tests(store, columns=TEST_COLUMNS) -> Iterator:
     if unknown:
         raise ValueError(f"stored_tests: unknown columns {unknown}; choose from {list(TEST_COLUMNS)}")
     return _rows(store, select(tests.c.id, *(tests.c[c] for c in columns)), plain=True)
+
+
+def suite_tests(store, suite: str) -> list[str]:
+    """Test ids of every stored test of ``suite`` (any build)."""
+    with store.read() as conn:
+        return conn.execute(select(tests.c.test_id).where(tests.c.suite == suite)).scalars().all()
 
 
 def _rows(store, query, plain: bool = False) -> Iterator:
@@ -684,8 +742,8 @@ def earlier_durations(store, suite: str, exclude_build: str | None = None, build
         ids = [row[0] for row in conn.execute(recent)]
         if not ids:
             return {}
-        query = (select(tests.c.test_id, func.avg(results.c.duration))
+        query = (select(tests.c.test_id, func.avg(results.c.duration_us))
                  .select_from(results.join(tests, tests.c.id == results.c.test_pk))
                  .where(results.c.build_id.in_(ids), tests.c.suite == suite)
                  .group_by(tests.c.test_id))
-        return {tid: float(avg or 0.0) for tid, avg in conn.execute(query)}
+        return {tid: float(avg or 0.0) / US_PER_S for tid, avg in conn.execute(query)}

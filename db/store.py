@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
 import socket
 from datetime import datetime, timezone
@@ -25,6 +26,7 @@ from sqlalchemy.engine import make_url
 from torchconform.collectors.outcome import Outcome, render_repro, repro_template
 from torchconform.config import db_url, mask_password
 from torchconform.db import migrate
+from torchconform.db.values import ValueIds, duration_us, note_build_values
 from torchconform.db.models import (
     DONE_STATES, HEAD_REVISION, INTERRUPTED, RESUMED, RUNNING, builds, runs, status_for_exit, tests,
 )
@@ -42,6 +44,10 @@ RESULT_COLUMNS = ("build_id", "run_id", "test_pk", "attempt", "outcome", "kind",
                   "max_abs_err", "max_rel_err")
 # Where ``repro`` sits in a ``result_fields`` row (None there: the run's template rendered).
 REPRO_AT = RESULT_COLUMNS.index("repro") - 3
+# The columns of a stored ``results`` row (what it says is in result_values: db/values.py).
+STORED_RESULT_COLUMNS = ("build_id", "run_id", "test_pk", "attempt", "value_id", "duration_us",
+                         "max_abs_err", "max_rel_err")
+_TEST_PK = operator.itemgetter(2)
 
 # Page size of a new SQLite database (bytes).
 SQLITE_PAGE_SIZE = 16384
@@ -103,6 +109,8 @@ class Store:
         self.dialect = engine.dialect.name
         # test_id -> tests.id, filled lazily; test rows are never deleted, so it stays valid.
         self._test_pks: dict[str, int] = {}
+        # value tuple -> result_values.id, likewise (values are never deleted)
+        self._value_ids = ValueIds(self.dialect)
 
     # -- connections ---------------------------------------------------------------
     def __repr__(self):
@@ -138,8 +146,9 @@ class Store:
                 with conn.begin():
                     yield conn
             except BaseException:
-                # Test ids inserted by the rolled-back transaction are gone: forget their ids.
+                # Tests and values inserted by the rolled-back transaction are gone: forget their ids.
                 self._test_pks.clear()
+                self._value_ids.clear()
                 raise
             finally:
                 if bulk_sqlite:  # the pooled connection goes back as it came, or not at all
@@ -336,9 +345,16 @@ class Store:
 
     def _insert_results(self, conn: Connection, build_id: int, run_id: int, test_rows: list[tuple],
                         result_rows: list[tuple]) -> int:
+        """Store ``result_fields`` rows: what each says interned in result_values (db/values.py)."""
         pks = self._test_pk_map(conn, test_rows)
-        rows = [(build_id, run_id, pks[t[0]], *r) for t, r in zip(test_rows, result_rows)]
-        self._bulk_insert(conn, "results", RESULT_COLUMNS, rows)
+        value_ids = self._value_ids.ids(conn, [r[1:7] + r[8:10] for r in result_rows])
+        rows = [(build_id, run_id, pks[t[0]], r[0], vid, duration_us(r[7]), r[10], r[11])
+                for t, r, vid in zip(test_rows, result_rows, value_ids)]
+        # In test order (stable: a test twice in a batch keeps its attempts' order), so
+        # the (build, test) index grows at its end instead of splitting pages all over.
+        rows.sort(key=_TEST_PK)
+        self._bulk_insert(conn, "results", STORED_RESULT_COLUMNS, rows)
+        note_build_values(conn, self.dialect, build_id, value_ids)
         conn.execute(update(runs).where(runs.c.id == run_id).values(n_results=runs.c.n_results + len(rows)))
         return len(rows)
 

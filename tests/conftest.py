@@ -20,3 +20,19 @@ def _autograd_engine_sees_refdev():
     except Exception:
         pass  # not buildable here: the tests that need refdev fail or skip with the reason
     yield
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """The console entry point in this process: cli(*args) -> (exit code, stdout, stderr)."""
+    from torchconform.cli.main import main
+
+    for key in ("GITHUB_STEP_SUMMARY", "TORCHCONFORM_DB"):
+        monkeypatch.delenv(key, raising=False)
+
+    def call(*args):
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+    return call

@@ -245,7 +245,8 @@ def test_resume_finishes_an_interrupted_run_and_a_suite_set_skips_its_finished_s
     assert len(again) <= 1 and len(second) == len(whole) - len(first) + len(again)
     with sqlite3.connect(db) as conn:
         cut_short = {row[0] for row in conn.execute(
-            "SELECT t.test_id FROM results r JOIN tests t ON t.id = r.test_pk WHERE r.run_id = ? AND r.message LIKE ?",
+            "SELECT t.test_id FROM results r JOIN tests t ON t.id = r.test_pk JOIN result_values v ON v.id = r.value_id "
+            "WHERE r.run_id = ? AND v.message LIKE ?",
             (min(runs), INTERRUPTED_MESSAGE + "%"))}
     assert again == cut_short
     state = build_state(db, tmp_path, "cut")

@@ -51,8 +51,8 @@ def real_results_per_test(url, build):
     """{test_id: results that are not an interrupted run's placeholder}."""
     with open_store(url) as s, s.read() as conn:
         rows = conn.execute(text(
-            "SELECT t.test_id, sum(CASE WHEN r.message = :p THEN 0 ELSE 1 END) FROM results r "
-            "JOIN tests t ON t.id = r.test_pk JOIN builds b ON b.id = r.build_id WHERE b.name = :b "
+            "SELECT t.test_id, sum(CASE WHEN v.message = :p THEN 0 ELSE 1 END) FROM results r "
+            "JOIN result_values v ON v.id = r.value_id JOIN tests t ON t.id = r.test_pk JOIN builds b ON b.id = r.build_id WHERE b.name = :b "
             "GROUP BY t.test_id"), {"b": build, "p": PLACEHOLDER}).all()
     return {tid: int(n) for tid, n in rows}
 

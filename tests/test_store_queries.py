@@ -7,6 +7,7 @@ from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from torchconform.collectors.breakdown import breakdown
 from torchconform.collectors.outcome import Outcome
 from torchconform.db import queries
+from torchconform.db.store import open_store
 from torchconform.errors import UserError
 
 
@@ -83,9 +84,10 @@ def test_repro_commands_are_stored_once_per_run_as_a_template(store):
     with store.read() as conn:
         template = conn.exec_driver_sql("SELECT repro_template FROM runs").scalar_one()
         stored = dict(conn.exec_driver_sql(
-            "SELECT t.test_id, r.repro FROM results r JOIN tests t ON t.id = r.test_pk").all())
+            "SELECT t.test_id, v.repro FROM results r JOIN tests t ON t.id = r.test_pk "
+            "JOIN result_values v ON v.id = r.value_id").all())
     assert template == "/venv/bin/python -m pytest '/src/{id}' --tc-device refdev --tc-ops {op}"
-    assert [tid for tid, r in stored.items() if r is not None] == ["t::own", "t::none", "t::{op}"]
+    assert sorted(tid for tid, r in stored.items() if r is not None) == ["t::none", "t::own", "t::{op}"]
     assert stored["t::none"] == ""
 
 
@@ -218,3 +220,19 @@ def test_sweep_reads_done_tests_and_earlier_durations(store):
     assert queries.stored_test_ids(store, "not-yet", "models") == set()
     assert queries.earlier_durations(store, "models", exclude_build="n3") == {"models::bert::fwd": 3.0}
     assert queries.earlier_durations(store, "models", exclude_build="n3", builds_back=1) == {"models::bert::fwd": 4.0}
+
+
+def test_builds_json_names_each_builds_series(tmp_path, cli):
+    db = str(tmp_path / "s.db")
+    with open_store(db) as s:
+        for name, suite, device in (("a", "ops", "refdev"), ("b", "modules", "refdev"), ("c", "ops", "cpu")):
+            s.ensure_build(name, device=device, profile="young-backend", branch="main")
+            run = s.start_run(name, suite=suite)
+            s.add_outcomes(run, [O("t::x", "pass")])
+            s.finish_run(run, 0)
+    code, out, err = cli("builds", "--json", "--db", db)
+    assert code == 0, err
+    series = {r["name"]: r["series"] for r in json.loads(out)}
+    assert series["a"]["device"] == "refdev" and series["a"]["suite_set"] == "ops"
+    assert series["b"]["suite_set"] == "modules" and series["c"]["device"] == "cpu"
+    assert len({json.dumps(v, sort_keys=True) for v in series.values()}) == 3

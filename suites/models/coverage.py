@@ -76,14 +76,15 @@ def covered_from_store(url: str, build: str) -> list[str]:
     from sqlalchemy import select
 
     from torchconform.config import db_url
-    from torchconform.db.models import builds, results, tests
+    from torchconform.db.models import builds, result_values, results, tests
     from torchconform.db.store import open_store
 
     store = open_store(db_url(url))
     try:
         with store.read() as conn:
-            rows = conn.execute(select(tests.c.op, results.c.outcome)
+            rows = conn.execute(select(tests.c.op, result_values.c.outcome)
                                 .join(results, results.c.test_pk == tests.c.id)
+                                .join(result_values, result_values.c.id == results.c.value_id)
                                 .join(builds, builds.c.id == results.c.build_id)
                                 .where(builds.c.name == build, tests.c.suite == "models")).all()
     finally:
@@ -129,14 +130,15 @@ def not_covered_from_store(url: str, build: str, model_types) -> dict[str, str]:
     from sqlalchemy import select
 
     from torchconform.config import db_url
-    from torchconform.db.models import builds, results, tests
+    from torchconform.db.models import builds, result_values, results, tests
     from torchconform.db.store import open_store
 
     store = open_store(db_url(url))
     try:
         with store.read() as conn:
-            rows = conn.execute(select(tests.c.op, tests.c.variant, results.c.outcome, results.c.message)
+            rows = conn.execute(select(tests.c.op, tests.c.variant, result_values.c.outcome, result_values.c.message)
                                 .join(results, results.c.test_pk == tests.c.id)
+                                .join(result_values, result_values.c.id == results.c.value_id)
                                 .join(builds, builds.c.id == results.c.build_id)
                                 .where(builds.c.name == build, tests.c.suite == "models")
                                 .order_by(tests.c.op, tests.c.variant)).all()

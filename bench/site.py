@@ -1,6 +1,7 @@
-"""Benchmark of the static site: 30 builds of 154k outcomes rendered in <= 20 s.
+"""Benchmark of the static site: 30 builds of 154k outcomes rendered in <= 20 s, <= 2 MB a build.
 
     python bench/site.py [--builds 30] [--n 154000] [--db PATH] [--out DIR] [--phases cold,warm,new]
+                         [--full-builds 30] [--extrapolate 365]
 
 Writes the synthetic builds (bench/gen_outcomes.py, straight through the store
 API; not timed) unless --db already holds them, then times ``build_site`` three
@@ -12,6 +13,14 @@ the largest lazily loaded data file (search index / per-build codes / matrix),
 which no page inlines, and the size of the per-build failure data (messages and
 repro commands, data/failures/<slug>/).  CPU time includes the site's worker processes
 (dashboard/parallel.py; ``TORCHCONFORM_SITE_WORKERS=1`` renders in one process).
+
+Size (of the site the cold and warm phases made, before the nightly build): the whole
+site per build against 2 MB, the largest file against 50 MB, and what a full build's
+files and a retired one's (past ``--full-builds``) take, by kind.  ``--extrapolate 365``
+(default --builds 60 then) extrapolates the whole site for 365 nightly builds under
+``--full-builds`` against 1 GB: the test index and assets as measured, the site-wide pages
+and their tables scaled with the number of builds, plus ``--full-builds`` full builds and
+the rest retired, each at the mean measured here.
 """
 from __future__ import annotations
 
@@ -35,6 +44,14 @@ from torchconform.db.store import open_store  # noqa: E402
 
 TARGET_S = 20.0
 HOME_LIMIT = 300 * 1024
+MB = 2 ** 20
+PER_BUILD_LIMIT = 2 * MB        # the whole site over its builds (issue 20)
+FILE_LIMIT = 50 * MB            # any one file (static hosts refuse larger: GitHub Pages warns at 50 MB)
+YEAR_LIMIT = 2 ** 30            # 365 nightly builds under --full-builds 30
+# Per-build files: (kind, path pattern); {slug} is the build's
+KINDS = (("build pages and downloads", "builds/{slug}"), ("search codes", "data/builds/{slug}.js"),
+         ("operator matrix data", "data/matrix/{slug}.js"), ("failure data", "data/failures/{slug}"),
+         ("diff data", "data/diff/{slug}.js"))
 
 
 class TimedQueries:
@@ -78,10 +95,10 @@ def children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def timed_build(store, out, label):
+def timed_build(store, out, label, full_builds=30):
     timed = TimedQueries(real_queries)
     wall, cpu, child = time.perf_counter(), time.process_time(), children_cpu()
-    home = build_site(store, out, queries=timed)
+    home = build_site(store, out, queries=timed, full_builds=full_builds)
     wall, cpu, child = time.perf_counter() - wall, time.process_time() - cpu, children_cpu() - child
     query_s = sum(timed.seconds.values())
     print(f"{label:<38} wall {wall:8.2f} s  cpu {cpu + child:8.2f} s   target <= {TARGET_S:.0f} s  "
@@ -97,15 +114,76 @@ def timed_build(store, out, label):
     return home, wall
 
 
+def _bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
+
+
+def report_sizes(out: Path, extrapolate: int | None, full_builds: int) -> bool:
+    """Print the size figures of the site in ``out``; True when every target is met."""
+    import json
+
+    manifest = json.loads((out / ".torchconform-site").read_text(encoding="utf-8"))["builds"]
+    files = [f for f in out.rglob("*") if f.is_file()]
+    total = sum(f.stat().st_size for f in files)
+    largest = max(files, key=lambda f: f.stat().st_size)
+    n = len(manifest)
+    per_kind = {mode: defaultdict(list) for mode in ("full", "retired")}
+    own = 0
+    for entry in manifest.values():
+        mode = "full" if entry["mode"] == "full" else "retired"
+        for kind, pattern in KINDS:
+            size = _bytes(out / pattern.format(slug=entry["slug"]))
+            per_kind[mode][kind].append(size)
+            own += size
+    shared = total - own
+    avg = total / n
+    ok = avg <= PER_BUILD_LIMIT and largest.stat().st_size <= FILE_LIMIT
+    print(f"site size             {total / MB:8.1f} MB for {n} builds: {avg / MB:.2f} MB per build   "
+          f"target <= 2 MB   ratio {avg / PER_BUILD_LIMIT:.2f}   {'OK' if avg <= PER_BUILD_LIMIT else 'OVER'}")
+    print(f"largest file          {largest.stat().st_size / MB:8.2f} MB  {largest.relative_to(out)}   target <= 50 MB   "
+          f"ratio {largest.stat().st_size / FILE_LIMIT:.3f}   {'OK' if largest.stat().st_size <= FILE_LIMIT else 'OVER'}")
+    print(f"    site-wide files       {shared / MB:8.2f} MB  (test index {_bytes(out / 'data/tests.js') / MB:.2f} MB, "
+          f"attributes {_bytes(out / 'data/attrs.js') / MB:.2f} MB, home {_bytes(out / 'index.html') / 1024:.0f} kB)")
+    means = {}
+    for mode, kinds in per_kind.items():
+        count = len(next(iter(kinds.values()), []))
+        if not count:
+            continue
+        means[mode] = sum(map(sum, kinds.values())) / count
+        parts = ", ".join(f"{kind} {sum(v) / count / 1024:.0f} kB" for kind, v in kinds.items() if sum(v))
+        print(f"    a {mode} build ({count:>3})    {means[mode] / MB:8.2f} MB  ({parts})")
+    if extrapolate:
+        full = min(full_builds, extrapolate)
+        if "retired" not in means:
+            print(f"extrapolation         needs builds past --full-builds {full_builds}: measure with more builds")
+            return False
+        # the test index and the assets do not grow with builds; the site-wide pages, their
+        # tables and the manifest do (about linearly: a row, a trend column, an entry per build)
+        fixed = sum(_bytes(out / f) for f in ("data/tests.js", "data/attrs.js", "static"))
+        year = fixed + (shared - fixed) * extrapolate / n + full * means["full"] + (extrapolate - full) * means["retired"]
+        print(f"{extrapolate} builds (extrap.)   {year / MB:8.1f} MB: {full} full, {extrapolate - full} retired, "
+              f"site-wide pages x {extrapolate / n:.1f}   target <= 1 GB   ratio {year / YEAR_LIMIT:.3f}   "
+              f"{'OK' if year <= YEAR_LIMIT else 'OVER'}")
+        ok = ok and year <= YEAR_LIMIT
+    return ok
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--builds", type=int, default=30)
+    p.add_argument("--builds", type=int, help="builds in the store (default 30; 60 with --extrapolate)")
     p.add_argument("--n", type=int, default=SEED_TOTAL, help="outcomes per build")
     p.add_argument("--db", help="SQLite file to (re)use; default a temporary one")
     p.add_argument("--out", help="site folder; default a temporary one (emptied first)")
     p.add_argument("--phases", default="cold,warm,new",
                    help="cold: fresh folder; warm: again, nothing changed; new: one more build on top")
+    p.add_argument("--full-builds", type=int, default=30, help="the site's --full-builds (default 30)")
+    p.add_argument("--extrapolate", type=int, metavar="BUILDS",
+                   help="also extrapolate the site's size to BUILDS nightly builds (e.g. 365) against 1 GB")
     args = p.parse_args(argv)
+    if args.builds is None:
+        args.builds = 60 if args.extrapolate else 30
     phases = args.phases.split(",")
 
     tmp = Path(tempfile.mkdtemp(prefix="tc-site-bench-"))
@@ -115,7 +193,8 @@ def main(argv=None) -> int:
     have = len(real_queries.list_builds(store))
     if have < args.builds:
         t = time.perf_counter()
-        write_builds(store, args.builds - have, args.n, prefix=f"bench{have}")
+        # numbered on from the builds there (seed = number): a store grown for --extrapolate stays one nightly series
+        write_builds(store, args.builds - have, args.n, prefix="bench", start=have)
         print(f"wrote {args.builds - have} builds of {args.n:,} outcomes in {time.perf_counter() - t:.1f} s (not timed)")
     builds = real_queries.list_builds(store)
     print(f"builds {len(builds)}, outcomes {sum(b['results'] for b in builds):,}, load average {os.getloadavg()[0]:.1f} "
@@ -123,10 +202,11 @@ def main(argv=None) -> int:
     walls = {}
     if "cold" in phases:
         shutil.rmtree(out, ignore_errors=True)
-        home, walls["cold"] = timed_build(store, out, "cold: every build read and rendered")
+        home, walls["cold"] = timed_build(store, out, "cold: every build read and rendered", args.full_builds)
     if "warm" in phases:
-        home, walls["warm"] = timed_build(store, out, "warm: nothing changed, all kept")
+        home, walls["warm"] = timed_build(store, out, "warm: nothing changed, all kept", args.full_builds)
     store.close()
+    sizes_ok = report_sizes(out, args.extrapolate, args.full_builds) if (out / ".torchconform-site").is_file() else True
     if "new" in phases:
         # on a copy of the store, so the benchmark's database keeps its 30 builds
         copy = tmp / "nightly.db"
@@ -135,7 +215,7 @@ def main(argv=None) -> int:
                 shutil.copyfile(str(db) + suffix, str(copy) + suffix)
         with open_store(str(copy)) as nightly:
             write_builds(nightly, 1, args.n, prefix=f"nightly-{int(time.time())}", drift=0.02)
-            home, walls["new"] = timed_build(nightly, out, "nightly: one new build, the rest kept")
+            home, walls["new"] = timed_build(nightly, out, "nightly: one new build, the rest kept", args.full_builds)
         for suffix in ("", "-wal", "-shm"):
             Path(str(copy) + suffix).unlink(missing_ok=True)
 
@@ -164,7 +244,7 @@ def main(argv=None) -> int:
         print(f"kept {out}")
     # the temporary folder holds only what --db / --out did not place elsewhere
     shutil.rmtree(tmp, ignore_errors=True)
-    return 0 if max(walls.values(), default=0) <= TARGET_S and home_size <= HOME_LIMIT else 1
+    return 0 if max(walls.values(), default=0) <= TARGET_S and home_size <= HOME_LIMIT and sizes_ok else 1
 
 
 if __name__ == "__main__":

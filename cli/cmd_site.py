@@ -10,10 +10,12 @@ from torchconform.errors import UserError
 
 
 def _run(args) -> int:
-    from torchconform.dashboard import build_site
+    from torchconform.dashboard import build_site, retention
     from torchconform.dashboard.publish import github_pages, local
     from torchconform.db.store import open_store
 
+    # checked before anything is opened or written
+    full_builds = retention.checked(args.full_builds)
     url = db_url(args.db)
     path = make_url(url).database if url.startswith("sqlite") else None
     if path and path != ":memory:" and not os.path.exists(path):
@@ -21,7 +23,8 @@ def _run(args) -> int:
         raise UserError(f"no database at {path}; run `torchconform run` or `torchconform ingest` first, "
                         "or pass --db pointing at an existing store")
     with open_store(url, create=False) as store:
-        home = build_site(store, args.out, base_url=args.base_url, categories=args.categories)
+        home = build_site(store, args.out, base_url=args.base_url, categories=args.categories,
+                          full_builds=full_builds)
     if args.github_pages:
         github_pages.publish(args.out, cname=args.cname)
     if args.publish_to:
@@ -31,6 +34,8 @@ def _run(args) -> int:
 
 
 def register(sub):
+    from torchconform.dashboard.retention import DEFAULT
+
     p = sub.add_parser("site", help="generate the static HTML coverage site from the store",
                        description="Generate a static site (works from file:// and any static host) "
                                    "and print the path of its home page.")
@@ -42,5 +47,11 @@ def register(sub):
     p.add_argument("--categories", metavar="PATH",
                    help="YAML file of named failure categories (name + message regex, like Allure's "
                         "categories.json) for the failure clusters pages")
+    # a string here, checked by _run: a bad value is one line naming the fix, not argparse's usage
+    p.add_argument("--full-builds", metavar="N", default=str(DEFAULT),
+                   help=f"the N most recent builds (and the latest of each series) keep every page: matrix, diff, "
+                        f"failures, search data, evaluation; older ones keep their home-page row, trend point, "
+                        f"breakdown and leaderboard history, and their detail files are removed from --out "
+                        f"(default {DEFAULT})")
     p.add_argument("--publish-to", metavar="DIR", help="then copy the site into DIR (a web server's folder), atomically")
     p.set_defaults(func=_run)

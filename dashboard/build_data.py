@@ -130,18 +130,6 @@ class TestTable:
         rank[order] = np.arange(len(order))
         return rank
 
-    @cached_property
-    def id_parts(self) -> tuple[list, list]:
-        """Each pk's test id split where search.group_ids splits it: (heads, tails), by pk."""
-        from torchconform.dashboard.pages.search import split_id
-
-        heads, tails, seen = [None] * self.size, [None] * self.size, {}
-        for pk, tid in enumerate(self.values["test_id"]):
-            if tid is not None:
-                head, tails[pk] = split_id(tid)
-                heads[pk] = seen.setdefault(head, head)   # one string per distinct head
-        return heads, tails
-
     def knows(self, pk: np.ndarray) -> bool:
         """Whether every pk is a test this table read (a test stored later is not)."""
         if not len(pk):

@@ -5,20 +5,24 @@ goes into ``data/failures/<slug>/``, read by the build page's failure list
 (static/failures.js, every chunk) and a test's history (static/search.js, the
 one chunk that holds the test, of each build it failed in).  Each file is a
 ``TC.loaded(key, ...)`` script loaded by ``<script>`` injection, which works on
-file://.  The files stand on their own (test ids, not positions in the site's
-search index), so a build kept from the last run keeps them as they are.
+file://.
 
-``index.js`` (key ``failures:<slug>``): ``tests`` (rows in all), ``labels``,
-``messages`` (those of several chunks), ``ops``, ``repros`` (each distinct command as parts: text, 0 for the test's id,
-1 for its operator; a run's commands differ only there: collectors/outcome.py
-``repro_template``), ``clusters`` (signatures), ``first`` (the first test id of
-each chunk, for finding a test's chunk).
-``<k>.js`` (key ``failures:<slug>:<k>``, CHUNK rows each, by test id):
-``groups`` (the test ids as ``[shared prefix, [rest, ...]]``, search.group_parts),
-``messages`` (its messages no other chunk has) and ``rows``: per test, ``STRIDE``
-integers: its label, message (``i`` >= 0: the index's, else the chunk's ``~i``),
-repro command and operator (indices into the lists above) and its failure
-cluster (-1 for a backend skip).
+The rows name no test: row k is the test at the k-th position whose code in the
+build's search data (``data/builds/<slug>.js``) is a failure code
+(``search.failure_codes``), positions counted as in ``data/tests.js``
+(dashboard/positions.py), so a test id is not written again per build.  The columns
+are base-64 digit strings (dashboard/encoding.py): about seven characters a row.
+
+``index.js`` (key ``failures:<slug>``): ``codes`` (the failure codes), ``tests`` (rows in all), ``chunk`` (rows per
+chunk), ``chunks``, ``labels``, ``messages`` (those of several chunks), ``ops``,
+``repros`` (each distinct command as parts: text, 0 for the test's id, 1 for its
+operator; a run's commands differ only there: collectors/outcome.py ``repro_template``),
+``clusters`` (signatures).
+``<k>.js`` (key ``failures:<slug>:<k>``, rows ``k * chunk`` on): ``messages`` (its
+messages no other chunk has) and one column each (``{"width", "codes"}``) of
+``label``, ``message`` (``i`` < len(index messages): the index's, else the chunk's
+``i - len``), ``repro``, ``op`` (indices into the lists above) and ``cluster`` (its
+failure cluster plus one; 0 for a backend skip).
 
 The failure clusters (collectors/clusters.py) come out of the same pass.
 """
@@ -30,12 +34,13 @@ from torchconform.ci.report import repro_for
 from torchconform.collectors.clusters import Clusterer, Failure
 from torchconform.collectors.outcome import FAILED, SKIP_BACKEND, render_repro, repro_template
 from torchconform.dashboard.build_data import RUN_AT, STORED_REPRO_AT
-from torchconform.dashboard.pages.search import Numbered, group_parts
+from torchconform.dashboard.encoding import Numbered, column
+from torchconform.dashboard.pages.search import failure_codes
 
 SHOWN = FAILED | {SKIP_BACKEND}
-STRIDE = 5
 CHUNK = 4000    # rows per chunk file: a test's history loads one chunk of each build it failed in
 ID, OP = 0, 1   # the placeholders of a repro command's parts
+COLUMNS = ("label", "message", "repro", "op", "cluster")
 
 
 def repro_parts(template: str) -> list:
@@ -52,15 +57,22 @@ def repro_parts(template: str) -> list:
     return parts
 
 
-def failure_data(data, build: str, device: str = "", categories=()) -> tuple[dict, list[dict], list]:
+def failure_data(data, build: str, device: str = "", categories=(), positions=None) -> tuple[dict, list[dict], list]:
     """(the index and the chunks of the build's failure data, its clusters largest first)
-    from a build_data.BuildData read with its ``repro`` column (build_data.FAILURE_COLUMNS)."""
+    from a build_data.BuildData read with its ``repro`` column (build_data.FAILURE_COLUMNS).
+    ``positions``: the site's numbering (positions.Positions); rows go in its order, and a
+    test it does not number (stored after it was made) is left out."""
     from torchconform.dashboard.build_data import CODES
 
     tests, pairs = data.tests, CODES.pairs
     shown = np.fromiter((o in SHOWN for o, _ in pairs), dtype=bool, count=len(pairs))
     at = np.flatnonzero(shown[data.code])
-    at = at[np.argsort(tests.id_rank[data.pk[at]], kind="stable")]     # by test id
+    if positions is None:   # no site around it (the gate's clusters, tests): test id order
+        where = tests.id_rank[data.pk[at]]
+    else:
+        where = positions.of(data.pk[at])
+        at, where = at[where >= 0], where[where >= 0]
+    at = at[np.argsort(where, kind="stable")]
     pks, codes = data.pk[at], data.code[at]
     used, label = np.unique(codes, return_inverse=True)
     labels = [f"{o}/{k}" if k else o for o, k in map(pairs.__getitem__, used.tolist())]
@@ -71,11 +83,11 @@ def failure_data(data, build: str, device: str = "", categories=()) -> tuple[dic
     repro, repros, commands = _repro_column(tests, pk_list, rows, device, data.templates)
     failed = np.fromiter((o in FAILED for o, _ in pairs), dtype=bool, count=len(pairs))[codes]
     cluster, clusters = _cluster_column(tests, pk_list, rows, failed, commands, categories)
-    flat = np.stack([label, np.zeros(len(at), dtype=np.int64), repro, op, cluster], axis=1)
-    chunks, messages = _chunks(tests, pk_list, rows, flat)
-    index = {"build": build, "stride": STRIDE, "tests": len(at), "labels": labels, "messages": messages,
-             "repros": repros, "ops": ops, "clusters": [c.signature for c in clusters],
-             "first": [tests.values["test_id"][pk_list[start]] for start in range(0, len(at), CHUNK)]}
+    flat = {"label": (label, len(labels) - 1), "repro": (repro, len(repros) - 1), "op": (op, len(ops) - 1),
+            "cluster": (cluster + 1, len(clusters))}
+    chunks, messages = _chunks(rows, flat)
+    index = {"build": build, "codes": failure_codes(), "tests": len(at), "chunk": CHUNK, "chunks": len(chunks), "labels": labels,
+             "messages": messages, "repros": repros, "ops": ops, "clusters": [c.signature for c in clusters]}
     return index, chunks, clusters
 
 
@@ -103,10 +115,10 @@ def _repro_column(tests, pk_list, rows, device, run_templates) -> tuple[np.ndarr
             last = repro_template(repro, tid, op) or None
         # a template is one entry for many tests; a command that is no template is its own (~n: after them)
         at.append(templates[last] if last is not None else ~literals[repro])
-    column = np.array(at, dtype=np.int64)
-    column[column < 0] = len(templates.values) + ~column[column < 0]
-    commands = _Commands(stored, column, templates.values, test_id, op_of, pk_list)
-    return column, [repro_parts(t) for t in templates.values] + [[text] for text in literals.values], commands
+    numbers = np.array(at, dtype=np.int64)
+    numbers[numbers < 0] = len(templates.values) + ~numbers[numbers < 0]
+    commands = _Commands(stored, numbers, templates.values, test_id, op_of, pk_list)
+    return numbers, [repro_parts(t) for t in templates.values] + [[text] for text in literals.values], commands
 
 
 class _Commands:
@@ -127,20 +139,38 @@ def _cluster_column(tests, pk_list, rows, failed, commands, categories) -> tuple
     """(each row's cluster, -1 for a backend skip; the clusters largest first) of the ``failed`` rows."""
     test_id, name, op, dtype = (tests.values[c] for c in ("test_id", "name", "op", "dtype"))
     clusterer = Clusterer(categories)
-    column = np.full(len(rows), -1, dtype=np.int64)
+    numbers = np.full(len(rows), -1, dtype=np.int64)
     for k in np.flatnonzero(failed).tolist():
         pk, r = pk_list[k], rows[k]
-        column[k] = clusterer.add(Failure(test_id[pk], r[1], r[5] or "", commands[k], name[pk] or "", op[pk] or "",
-                                          dtype[pk] or ""))
+        numbers[k] = clusterer.add(Failure(test_id[pk], r[1], r[5] or "", commands[k], name[pk] or "", op[pk] or "",
+                                           dtype[pk] or ""))
     clusters, rank = clusterer.ranked()
     if rank:
-        column[failed] = np.asarray(rank, dtype=np.int64)[column[failed]]
-    return column, clusters
+        numbers[failed] = np.asarray(rank, dtype=np.int64)[numbers[failed]]
+    return numbers, clusters
 
 
-def _chunks(tests, pk_list, rows, flat: np.ndarray) -> tuple[list[dict], list[str]]:
-    """(the chunk files, the messages of several chunks); fills ``flat``'s message column:
-    a message in several chunks is the index's (>= 0), any other its chunk's (~i)."""
+def cluster_keys(data, categories=()) -> set[str]:
+    """The keys of a build's failure clusters from its results alone (build_data.RESULT_COLUMNS,
+    no repro commands): what ``collectors.clusters.order`` needs of a baseline whose own
+    pages are not rendered (past ``--full-builds``)."""
+    from torchconform.dashboard.build_data import CODES
+
+    tests, pairs = data.tests, CODES.pairs
+    failed = np.fromiter((o in FAILED for o, _ in pairs), dtype=bool, count=len(pairs))
+    test_id, name, op, dtype = (tests.values[c] for c in ("test_id", "name", "op", "dtype"))
+    clusterer = Clusterer(categories)
+    for k in np.flatnonzero(failed[data.code]).tolist():
+        r = data.rows[k]
+        pk = r[0]
+        clusterer.add(Failure(test_id[pk], r[1], r[5] or "", "", name[pk] or "", op[pk] or "", dtype[pk] or ""))
+    return {c.key for c in clusterer.clusters}
+
+
+def _chunks(rows, flat: dict) -> tuple[list[dict], list[str]]:
+    """(the chunk files, the messages of several chunks) from the columns ``flat``
+    ({name: (numbers, largest)}): a message in several chunks is the index's, any other its
+    chunk's (numbered after the index's)."""
     messages = Numbered()
     message = np.fromiter(map(messages.__getitem__, [r[5] or "" for r in rows]), dtype=np.int64, count=len(rows))
     n = len(messages.values)
@@ -148,24 +178,25 @@ def _chunks(tests, pk_list, rows, flat: np.ndarray) -> tuple[list[dict], list[st
     shared = np.flatnonzero(in_chunks > 1)
     rank = np.full(n, -1, dtype=np.int64)
     rank[shared] = np.arange(len(shared))
-    heads, tails = tests.id_parts
     chunks = []
     for start in range(0, len(rows), CHUNK):
         end = start + CHUNK
         m = rank[message[start:end]]
         own, local = np.unique(message[start:end][m < 0], return_inverse=True)
-        m[m < 0] = ~local
-        flat[start:end, 1] = m
-        chunks.append({"messages": [messages.values[i] for i in own.tolist()], "rows": flat[start:end].ravel().tolist(),
-                       "groups": group_parts(map(heads.__getitem__, pk_list[start:end]),
-                                             map(tails.__getitem__, pk_list[start:end]))})
+        m[m < 0] = len(shared) + local
+        chunk = {"messages": [messages.values[i] for i in own.tolist()],
+                 "message": column(m, len(shared) + len(own) - 1)}
+        for name, (numbers, largest) in flat.items():
+            chunk[name] = column(numbers[start:end], largest)
+        chunks.append(chunk)
     return chunks, [messages.values[i] for i in shared.tolist()]
 
 
-def render(site, build, data, categories=()) -> tuple[dict, list]:
-    """Write ``build``'s failure data (model.BuildInfo; ``data``: its BuildData); returns
-    ({"failed", "skipped", "clusters"} counts for its page, its clusters largest first)."""
-    index, chunks, clusters = failure_data(data, build.name, build.device, categories)
+def render(site, build, data, categories=(), positions=None) -> tuple[dict, list]:
+    """Write ``build``'s failure data (model.BuildInfo; ``data``: its BuildData; ``positions``:
+    the site's numbering); returns ({"failed", "skipped", "clusters"} counts for its page, its
+    clusters largest first)."""
+    index, chunks, clusters = failure_data(data, build.name, build.device, categories, positions)
     base = f"data/failures/{build.slug}/"
     site.write_data(base + "index.js", f"failures:{build.slug}", index)
     for k, chunk in enumerate(chunks):

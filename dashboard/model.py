@@ -27,6 +27,8 @@ class BuildInfo:
     summary: dict = field(default_factory=dict)  # collectors.breakdown shape
     baseline: "BuildInfo | None" = None          # previous complete build of the same series
     series: Series = Series("", "", "", "")      # device, backend profile, branch, suite set
+    # every page (True), or past ``--full-builds``: the small build page only (retention.py)
+    full: bool = True
 
     @property
     def pass_rate(self):

@@ -18,6 +18,7 @@ import multiprocessing
 import os
 
 from torchconform.dashboard.per_build import render_builds
+from torchconform.dashboard.retention import DEFAULT
 from torchconform.dashboard.render import Site
 
 MAX_WORKERS = 4
@@ -53,6 +54,18 @@ def split(builds: list, parts: int) -> list[list]:
     return [r for r in runs if r]
 
 
+def runs_of(builds: list, parts: int) -> list[list]:
+    """The runs for ``parts`` workers: the full builds split as ``split`` does (a run reuses its
+    own baselines), the retired ones (a light read each, no baseline) dealt out in turn."""
+    full = [b for b in builds if b.full]
+    runs = split(full, parts)
+    runs += [[] for _ in range(parts - len(runs))]
+    light: list[list] = [[] for _ in range(parts)]
+    for i, b in enumerate(b for b in builds if not b.full):
+        light[-1 - i % parts].append(b)          # the shortest runs (the last ones) first
+    return [lt + r for lt, r in zip(light, runs) if lt or r]
+
+
 def _work(index: int):
     from torchconform.db.store import open_store
 
@@ -60,22 +73,26 @@ def _work(index: int):
     site = Site(job["out_dir"], job["base_url"])
     with open_store(job["url"], create=False, check_schema=False) as store:
         return render_builds(store, job["queries"], site, job["runs"][index], job["generated"],
-                             job["first_missing"], job["slugs"], job["tests"], job["categories"])
+                             job["first_missing"], job["slugs"], job["tests"], job["categories"],
+                             job["positions"], job["full_builds"])
 
 
 def render_all(store, queries, site: Site, builds: list, generated: str, first_missing: dict,
-               slugs: dict[str, str], results: int, tests, categories=()) -> list[list]:
-    """Results of ``builds`` as runs of per_build.BuildResult, in build order; sets every build's summary.
+               slugs: dict[str, str], results: int, tests, categories=(), positions=None,
+               full_builds: int = DEFAULT) -> list[list]:
+    """Results of ``builds`` as runs of per_build.BuildResult; sets every build's summary.
     ``results``: how many stored results the builds hold (list_builds), to decide on workers;
     ``tests``: the store's build_data.TestTable, read by the caller; ``categories``: the user's
-    failure categories."""
+    failure categories; ``positions``: the site's numbering of tests; ``full_builds``: the
+    ``--full-builds`` in force (for the retired builds' pages)."""
     workers = worker_count(len(builds), getattr(store, "url", ""), results)
     if workers == 1:
-        return [render_builds(store, queries, site, builds, generated, first_missing, slugs, tests, categories)]
-    runs = split(builds, workers)
+        return [render_builds(store, queries, site, builds, generated, first_missing, slugs, tests, categories,
+                              positions, full_builds)]
+    runs = runs_of(builds, workers)
     _JOB.update(url=store.url, queries=queries, out_dir=site.out_dir, base_url=site.base_url,
                 generated=generated, first_missing=first_missing, slugs=slugs, runs=runs, tests=tests,
-                categories=categories)
+                categories=categories, positions=positions, full_builds=full_builds)
     try:
         with multiprocessing.get_context("fork").Pool(len(runs)) as pool:
             done = pool.map(_work, range(len(runs)), chunksize=1)

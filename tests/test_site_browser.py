@@ -5,6 +5,8 @@ history, open a diff, filter the operator census by status and search it; assert
 shows as text and no dialog ever opens.  Screenshots go to
 $TORCHCONFORM_ARTIFACTS (or the test's tmp dir).
 """
+import csv
+import json
 import os
 import shutil
 from urllib.parse import quote
@@ -15,6 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "site"))
 import site_data  # noqa: E402
+import site_files  # noqa: E402
 
 
 pytestmark = pytest.mark.browser
@@ -171,6 +174,19 @@ def test_open_a_diff(page, site):
     assert "skip_backend/missing_op (aten::add.out)" in regressions.first.inner_text()
     assert site_data.FIXED in page.locator("#d-fixes").inner_text()
     assert site_data.CREEP in page.locator("#d-fallback_creep").inner_text()
+    # the tables of changed tests are drawn from the data file; their downloads are made from it
+    assert page.locator('[data-count-for="d-regressions"]').inner_text() == "1 rows"
+    with page.expect_download() as got:
+        page.locator('[data-diff-table="fixes"] a[data-format="json"]').click()
+    assert got.value.suggested_filename == "diff-fixes.json"
+    with open(got.value.path(), encoding="utf-8") as f:
+        assert json.load(f) == site_files.diff_records(site, "b3", "fixes") != []
+    # the filter acts on the table's data
+    page.fill("#d-fixes-filter", "no such text")
+    assert page.locator("#d-fixes tbody tr").count() == 0
+    assert page.locator('[data-count-for="d-fixes"]').inner_text() == "0 of 1 rows"
+    page.fill("#d-fixes-filter", "mul")
+    assert page.locator("#d-fixes tbody tr").count() == 1
     # sort a table from the keyboard
     page.locator("#d-transitions button.sort").nth(2).focus()
     page.keyboard.press("Enter")
@@ -457,8 +473,15 @@ def test_matrix_heatmap_folds_variants_and_toggles_to_rows(page, site):
     cell = heat_cell(page, "add", "float32")
     assert cell.inner_text() == "M 0/1" and "(1 variant)" in cell.get_attribute("title")
     assert "view=heatmap" in page.url and "variant=forward" in page.url
-    # the downloads are as before: one row per operator, variant and dtype
-    assert page.get_by_role("link", name="CSV").first.get_attribute("href").endswith("matrix.csv")
+    # the downloads are as before, one row per operator, variant and dtype, made in the page from its data
+    link = page.get_by_role("link", name="CSV").first
+    assert link.get_attribute("download") == "matrix.csv"
+    with page.expect_download() as got:
+        link.click()
+    with open(got.value.path(), newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert rows == [{k: str(v) for k, v in r.items()} for r in site_files.matrix_records(site, "b3")]
+    assert {(r["op"], r["variant"], r["dtype"]) for r in rows} >= {("add", "gradient", "float32"), ("xss<b>op</b>", "forward", "float32")}
 
 
 def test_matrix_heatmap_permalink(page, site):
@@ -548,3 +571,79 @@ def test_a_name_with_html_in_a_trend_stays_text(page, series_site):
     titles = [c.locator("> title").text_content() for c in npu.locator("svg.trend a.col").all()]
     assert titles[1].startswith(site_data.SERIES_NPU[1] + ", created")
     assert page.locator("main img").count() == 0
+
+
+# -- a year of nightly builds (issue 20): builds past --full-builds, a numbering extended by a later run --
+NEW_TEST = "suites/ops/test_ops.py::TestCommonREFDEV::test_aaa_new_refdev_float32"
+
+
+@pytest.fixture(scope="module")
+def nightly_site(tmp_path_factory):
+    """The fixture store's site with one full main build (b1, b2 past --full-builds 1), then a
+    nightly b4 with a test new to the numbering whose id sorts first (positions are kept, so it
+    comes after every other: the pages must still read in id order)."""
+    from torchconform.collectors.outcome import Outcome
+    from torchconform.dashboard import build_site
+    from torchconform.db.store import open_store
+
+    root = tmp_path_factory.mktemp("nightly-site")
+    with open_store(str(root / "store.db")) as store:
+        site_data.write_store(store)
+        build_site(store, root / "out", full_builds=1)
+        store.ensure_build("b4", branch="main", device="refdev", backend="refdev", profile="young-backend",
+                           torch_version="2.13.0", commit="0000004")
+        run = store.start_run("b4", suite="ops", selection="fixture", host="test")
+        store.add_outcomes(run, site_data.outcomes_for(3) + [
+            Outcome(NEW_TEST, "fail", suite="ops", file="suites/ops/test_ops.py", cls="TestCommonREFDEV",
+                    name="test_aaa_new_refdev_float32", op="aaa", variant="forward", dtype="float32",
+                    message="AssertionError: new and failing")])
+        store.finish_run(run, 0)
+        build_site(store, root / "out", full_builds=1)
+    return root / "out"
+
+
+def test_a_retired_build_page_says_so_and_the_rest_still_reads(page, nightly_site):
+    ids = site_files.ids_by_position(nightly_site)
+    assert ids[-1] == NEW_TEST and ids != sorted(ids)           # appended, not sorted in
+    page.goto(url(nightly_site, "builds/b2/index.html"))
+    assert "older than the 1 most recent builds" in page.locator("p.retired").inner_text()
+    assert page.get_by_role("link", name="Operator matrix").count() == 0
+    # b4's failure list: the new test first (id order), its message from the positional data
+    page.goto(url(nightly_site, "builds/b4/index.html"))
+    rows = failure_rows(page)
+    assert list(rows) == sorted(rows) and rows[NEW_TEST][1:3] == ["fail", "AssertionError: new and failing"]
+    assert len(rows) == 11
+    # the kept other-1 page (written before the numbering grew) still finds its failures
+    page.goto(url(nightly_site, "builds/other-1/index.html"))
+    assert set(failure_rows(page)) == set(site_files.failure_rows(nightly_site, "other-1")) != set()
+
+
+def test_search_over_the_full_builds_in_id_order(page, nightly_site):
+    page.goto(url(nightly_site, "search.html"))
+    assert [o.inner_text() for o in page.locator("#s-build option").all()] == ["any build", "b4", "other-1"]
+    page.fill("#q", "outcome:failed")
+    page.locator("#results li").first.wait_for()
+    got = page.locator("#results button").all_inner_texts()
+    assert got == sorted(got) and NEW_TEST in got      # the newest build's failures, in id order
+    page.get_by_role("button", name=NEW_TEST, exact=True).click()
+    history = page.locator("#history-table tbody tr")
+    history.nth(1).wait_for()
+    cells = {c[0]: c for c in (r.locator("td").all_inner_texts() for r in history.all())}
+    assert set(cells) == {"b4", "other-1"}                 # only builds with search data
+    assert cells["b4"][2] == "fail" and cells["b4"][4] == "AssertionError: new and failing"
+    assert cells["other-1"][2] == "not in this build"
+    # the history of a test in the kept other-1: its message from other-1's positional chunk
+    page.goto(url(nightly_site, "search.html") + "#test=" + quote(site_data.REGRESSED))
+    page.reload()
+    page.locator("#history-test").get_by_text(site_data.REGRESSED).wait_for()
+    history.nth(1).wait_for()
+    cells = {c[0]: c for c in (r.locator("td").all_inner_texts() for r in history.all())}
+    assert cells["b4"][2:4] == ["skip: missing operator", "aten::add.out"] and cells["other-1"][2] == "pass"
+
+
+def test_a_stub_says_the_page_was_retired(page, nightly_site):
+    page.goto(url(nightly_site, "builds/b4/evaluation.html"))
+    page.get_by_role("link", name="b3", exact=True).click()       # b4's baseline, past the window
+    page.wait_for_load_state()
+    assert page.url.endswith("builds/b3/evaluation.html")
+    assert "its evaluation page was not generated" in page.locator("main").inner_text()

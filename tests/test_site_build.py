@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "site"))
 import site_data  # noqa: E402
+import site_files  # noqa: E402
 
 from torchconform.dashboard import build_site, charts  # noqa: E402
 from torchconform.dashboard.publish import github_pages, local  # noqa: E402
@@ -61,7 +62,8 @@ def test_build_page_has_breakdown_tables_and_links(built):
 
 def test_matrix_cells_show_state_and_counts(built):
     html = read(built, "builds/b3/matrix.html")
-    rows = json.loads(read(built, "builds/b3/matrix.json"))
+    # the download's records, made in the browser from the data file (static/matrix.js)
+    rows = site_files.matrix_records(built["out"], "b3")
     cell = {(r["op"], r["variant"], r["dtype"]): r for r in rows}
     assert cell[("add", "forward", "float32")]["state"] == "missing_op"
     assert cell[("add", "gradient", "float32")]["state"] == "pass_fallback"
@@ -79,13 +81,15 @@ def test_matrix_cells_show_state_and_counts(built):
 def test_diff_page_categories(built):
     html = read(built, "builds/b3/diff.html")
     assert "b2" in html
-    regressions = json.loads(read(built, "builds/b3/diff-regressions.json"))
+    # the tables of changed tests come lazily from the data file, with their downloads (static/diff.js)
+    regressions = site_files.diff_records(built["out"], "b3", "regressions")
     assert [r["test id"] for r in regressions] == [site_data.REGRESSED]
     assert regressions[0]["before"] == "pass" and regressions[0]["after"].startswith("skip_backend/missing_op")
-    fixes = json.loads(read(built, "builds/b3/diff-fixes.json"))
+    fixes = site_files.diff_records(built["out"], "b3", "fixes")
     assert [r["test id"] for r in fixes] == [site_data.FIXED]
-    creep = json.loads(read(built, "builds/b3/diff-fallback_creep.json"))
+    creep = site_files.diff_records(built["out"], "b3", "fallback_creep")
     assert [r["test id"] for r in creep] == [site_data.CREEP]
+    assert site_data.REGRESSED not in html and "data/diff/b3.js" in html
     new_ops = json.loads(read(built, "builds/b3/diff-new_missing_ops.json"))
     assert [r["op"] for r in new_ops] == ["aten::add.out"]
     flaky = json.loads(read(built, "builds/b3/diff-flaky.json"))
@@ -121,15 +125,14 @@ def test_search_data_aligns_codes_with_index_across_builds(built):
 
     key, tests = payload("data/tests.js")
     assert key == "tests"
-    ids = [head + tail for head, tails in tests["groups"] for tail in tails]
-    assert len(ids) == tests["n"] == len(set(ids))
-    i = ids.index(site_data.REGRESSED)
-    codes = {b: payload(f"data/builds/{b}.js")[1] for b in ("b1", "b2", "b3")}
-    assert [codes[b]["codes"][i] for b in ("b1", "b2", "b3")] == ["P", "P", "M"]
-    b3 = codes["b3"]
-    assert [b3["missing_ops"][k] for t, k in b3["missing_at"] if t == i] == ["aten::add.out"]
+    ids = site_files.ids_by_position(built["out"])
+    assert len(ids) == tests["n"] == len(set(ids)) and None not in ids
+    assert ids == sorted(ids)          # a fresh numbering is in id order
+    codes = {b: site_files.codes(built["out"], b) for b in ("b1", "b2", "b3")}
+    assert [codes[b][site_data.REGRESSED] for b in ("b1", "b2", "b3")] == ["P", "P", "M"]
+    assert site_files.missing_ops(built["out"], "b3")[site_data.REGRESSED] == "aten::add.out"
     # a model test exists in every build; no build lacks a test it ran
-    assert all(len(c["codes"]) == len(ids) and "." not in c["codes"] for c in codes.values())
+    assert all(len(c) == len(ids) and "." not in c.values() for c in codes.values())
 
 
 def test_everything_from_a_test_is_escaped(built):
@@ -266,11 +269,9 @@ def test_second_run_reuses_unchanged_builds(tmp_path):
     assert read_again == ["b1", "b2", "b3", "b4"]
     assert (out / "builds/b1/index.html").stat().st_mtime_ns == b1_written
     # the search data of a kept build still lines up with the grown index
-    _, tests = data_payload({"out": out}, "data/tests.js")
-    ids = [h + t for h, tails in tests["groups"] for t in tails]
-    b1 = data_payload({"out": out}, "data/builds/b1.js")[1]["codes"]
-    assert b1[ids.index(site_data.REGRESSED)] == "P" and b1[ids.index(
-        "suites/ops/test_ops.py::TestCommonREFDEV::test_forward_extra_refdev_float32")] == "."
+    b1 = site_files.codes(out, "b1")
+    assert b1[site_data.REGRESSED] == "P" and b1[
+        "suites/ops/test_ops.py::TestCommonREFDEV::test_forward_extra_refdev_float32"] == "."
     home = (out / "index.html").read_text()
     assert 'href="builds/b4/index.html"' in home
 

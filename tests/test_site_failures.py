@@ -3,8 +3,12 @@ site's per-build failure data and clusters page, user categories, and the gate's
 import json
 import sys
 import time
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "site"))
+import site_files  # noqa: E402
 
 from torchconform.ci.pipeline import gate_build
 from torchconform.collectors.clusters import Failure, cluster, load_categories, order, signature
@@ -139,21 +143,7 @@ def site(tmp_path_factory):
 
 def _rows(folder):
     """A build's failure data as {test id: (label, message, repro, op, cluster)}, each repro joined."""
-    index = read_data_file(folder / "index.js")
-    out = {}
-    for k, first in enumerate(index["first"]):
-        chunk = read_data_file(folder / f"{k}.js")
-        ids = [head + tail for head, tails in chunk["groups"] for tail in tails]
-        assert ids[0] == first and ids == sorted(ids)
-        s, rows = index["stride"], chunk["rows"]
-        for j, tid in enumerate(ids):
-            label, msg, repro, op, c = rows[j * s:(j + 1) * s]
-            parts = index["repros"][repro]
-            text = "".join(tid if p == 0 else index["ops"][op] if p == 1 else p for p in parts)
-            message = index["messages"][msg] if msg >= 0 else chunk["messages"][~msg]
-            out[tid] = (index["labels"][label], message, text, index["ops"][op], c)
-    assert len(out) == index["tests"]
-    return out
+    return site_files.failure_rows(folder.parents[2], folder.name)
 
 
 def test_failure_data_has_every_failure_and_skip_with_message_and_repro(site):
@@ -161,6 +151,8 @@ def test_failure_data_has_every_failure_and_skip_with_message_and_repro(site):
     raw = "".join(f.read_text(encoding="utf-8") for f in folder.iterdir())
     # nothing from a test closes the script element it is loaded by
     assert "</script>" not in raw and "<\\/script>" in raw
+    # the rows name no test: the ids travel once, in data/tests.js
+    assert "test_forward_add_refdev_float32" not in raw
     rows = _rows(folder)
     by_op = {r[3]: (tid, *r[:3]) for tid, r in rows.items()}
     assert set(by_op) == {"add", "mul", "div", "pow", "xss"}          # the pass is not there
@@ -261,4 +253,5 @@ def test_failure_data_in_chunks_keeps_every_row(site, tmp_path, monkeypatch):
         build_site(store, tmp_path / "chunked")
     folder = tmp_path / "chunked/data/failures/b2"
     assert sorted(f.name for f in folder.iterdir()) == ["0.js", "1.js", "2.js", "index.js"]
+    assert read_data_file(folder / "index.js")["chunks"] == 3
     assert _rows(folder) == _rows(site / "out/data/failures/b2")      # the same rows, however cut

@@ -46,6 +46,26 @@ def test_workers_write_the_same_site(store_path, tmp_path, monkeypatch, workers)
     assert "builds/b3/diff.html" in many and b"Regressions" in many["builds/b3/diff.html"]
 
 
+def test_workers_write_the_same_retained_site(store_path, tmp_path, monkeypatch):
+    # b1 and b2 past --full-builds 1: small pages, dealt out among the workers beside b3 and other-1
+    monkeypatch.setenv("TORCHCONFORM_SITE_WORKERS", "1")
+    build_site(str(store_path), tmp_path / "one", full_builds=1)
+    monkeypatch.setenv("TORCHCONFORM_SITE_WORKERS", "2")
+    build_site(str(store_path), tmp_path / "many", full_builds=1)
+    one, many = _files(tmp_path / "one"), _files(tmp_path / "many")
+    assert sorted(one) == sorted(many) and [name for name in one if one[name] != many[name]] == []
+    assert "builds/b1/matrix.html" not in many and b"--full-builds 1" in many["builds/b1/index.html"]
+
+
+def test_runs_keep_full_builds_together_and_deal_out_the_retired():
+    from types import SimpleNamespace as B
+
+    builds = [B(name=f"r{i}", full=False) for i in range(3)] + [B(name=f"f{i}", full=True) for i in range(3)]
+    runs = [[b.name for b in run] for run in parallel.runs_of(builds, 2)]
+    assert runs == [["r1", "f0", "f1"], ["r0", "r2", "f2"]]
+    assert [[b.name for b in run] for run in parallel.runs_of(builds[:3], 2)] == [["r1"], ["r0", "r2"]]
+
+
 def test_worker_count_rules(monkeypatch):
     monkeypatch.delenv("TORCHCONFORM_SITE_WORKERS", raising=False)
     assert parallel.worker_count(5, "sqlite:////tmp/x.db", results=10) == 1          # small: not worth a fork

@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "site"))
 import site_data  # noqa: E402
+import site_files  # noqa: E402
 
 from torchconform.dashboard import build_site, charts  # noqa: E402
 from torchconform.dashboard.pages import search  # noqa: E402
@@ -143,8 +144,7 @@ def test_outcome_names_cover_every_code():
 
 def read_attrs(out: Path) -> dict:
     """test id -> {column: value} from a site's data/tests.js and data/attrs.js."""
-    tests = search.read_data_file(out / "data" / "tests.js")
-    ids = [head + tail for head, tails in tests["groups"] for tail in tails]
+    ids = site_files.ids_by_position(out)
     attrs = search.read_data_file(out / "data" / "attrs.js")
     assert attrs["n"] == len(ids) and attrs["digits"] == search.DIGITS
     got = {t: {} for t in ids}
@@ -198,13 +198,17 @@ def test_attrs_survive_reuse_and_a_new_build(fixture_site, tmp_path):
                                                      "variant": "forward", "dtype": "bfloat16"}}
 
 
-def test_a_site_without_attrs_renders_every_build_again(fixture_site, tmp_path):
+def test_a_site_without_its_test_index_renders_every_build_again(fixture_site, tmp_path):
+    from torchconform.dashboard import positions
+
     out = tmp_path / "out"
     shutil.copytree(fixture_site["out"], out)
-    (out / "data" / "attrs.js").unlink()
-    index = search.SearchIndex()
-    assert not index.read_previous(out)      # build_site then keeps no build
-    assert search.SearchIndex().read_previous(fixture_site["out"])
+    assert positions.read_ids(fixture_site["out"]) == site_files.ids_by_position(fixture_site["out"])
+    (out / "data" / "tests.js").unlink()
+    assert positions.read_ids(out) is None      # no numbering to keep: build_site keeps no full build
+    # one from before positions (no format) neither
+    (out / "data" / "tests.js").write_text('TC.loaded("tests",{"n":1,"groups":[["a::",["b"]]]});\n')
+    assert positions.read_ids(out) is None
 
 
 # -- the leaderboard chart ---------------------------------------------------------------------------

@@ -39,9 +39,11 @@ def _by_table(stem: str, title: str, key: str, rows: list[dict]) -> Table:
 
 
 def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], generated: str,
-           apis: list = (), failures: dict | None = None):
+           apis: list = (), failures: dict | None = None, retired: int | None = None):
     """``apis``: the distributed suite's rows (distributed.for_build); its table only when there are any.
-    ``failures``: {"failed", "skipped", "clusters"} counts of the build's failure data (failures.py)."""
+    ``failures``: {"failed", "skipped", "clusters"} counts of the build's failure data (failures.py).
+    ``retired``: the ``--full-builds`` past which this build is (retention.py): the small page,
+    without links to detail pages or the failure list."""
     base = f"builds/{build.slug}/"
     root = "../../"
     failures_config = {"root": root, "slug": build.slug, "search": f"{root}search.html", "limit": FAILURES_SHOWN}
@@ -63,7 +65,7 @@ def render(site, build: BuildInfo, by_suite: list[dict], by_file: list[dict], ge
                      meta=meta, bar=charts.breakdown_bar(b), counts=breakdown_counts(b),
                      breakdown_text=format_breakdown({**b, "complete": build.complete}), outcomes_table=outcomes, suites_table=suites,
                      files_table=files, missing_table=missing, distributed_table=apis_table,
-                     has_census=build.has_census, failures_config=failures_config,
+                     has_census=build.has_census, failures_config=failures_config, retired=retired,
                      failures=failures or {"failed": 0, "skipped": 0, "clusters": 0},
                      downloads=[outcomes, suites, files, missing] + ([apis_table] if apis_table else []),
                      generated=generated)

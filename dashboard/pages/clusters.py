@@ -36,6 +36,13 @@ def table_of(stem: str, clusters: list[Cluster], ranks: dict[str, int]) -> Table
     return t
 
 
+def known_from_download(records: list[dict]) -> set[str]:
+    """The keys a kept build's baseline had, as far as ``order`` needs them: those of its
+    clusters not marked new (for a build whose baseline is past ``--full-builds``)."""
+    return {c.key for c, r in zip(read_download(records), sorted(records, key=lambda r: r["cluster"]))
+            if not r["new since baseline"]}
+
+
 def read_download(records: list[dict]) -> list[Cluster]:
     """A kept build's clusters from its clusters.json, in the failure data's order."""
     out = []
@@ -47,21 +54,38 @@ def read_download(records: list[dict]) -> list[Cluster]:
     return out
 
 
+def _with_keys(keys: set[str]) -> list[Cluster]:
+    """Clusters with these keys and nothing else: all ``order`` reads of a baseline."""
+    out = []
+    for key in sorted(keys):
+        kind, name = key.split(":", 1)
+        out.append(Cluster(name, name if kind == "category" else ""))
+    return out
+
+
 def _ranked_counter(names: list[str]) -> Counter:
     """A Counter that ``ranked_names`` gives back in ``names``' order."""
     return Counter({name: len(names) - i for i, name in enumerate(names)})
 
 
-def render_all(site, builds: list, found: dict[str, list[Cluster]], slugs: dict[str, str], generated: str) -> None:
-    """Every build's clusters page; ``found``: build name -> its clusters in failure-data order."""
+def render_all(site, builds: list, found: dict[str, list[Cluster]], slugs: dict[str, str], generated: str,
+               known: dict[str, set] | None = None) -> None:
+    """Every build's clusters page; ``found``: build name -> its clusters in failure-data order;
+    ``known``: build name -> its baseline's cluster keys, for a build whose baseline has no
+    clusters in ``found`` (past ``--full-builds``).  A cluster's first build seen is the first
+    of ``builds`` (oldest first) that has it."""
     first: dict[str, str] = {}
+    known = known or {}
     for b in builds:                        # oldest first
         clusters = found.get(b.name, [])
         for c in clusters:
             first.setdefault(c.key, b.name)
             c.first_build = first[c.key]
         ranks = {c.key: i for i, c in enumerate(clusters)}
-        baseline = found.get(b.baseline.name, []) if b.baseline is not None else None
+        if b.name in known:
+            baseline = _with_keys(known[b.name])
+        else:
+            baseline = found.get(b.baseline.name, []) if b.baseline is not None else None
         shown = order(list(clusters), baseline)
         base = f"builds/{b.slug}/"
         table = table_of(base + "clusters", shown, ranks)

@@ -10,7 +10,7 @@ from torchconform.dashboard.tables import Table
 
 def builds_table(builds: list[BuildInfo]) -> Table:
     t = Table("tables/builds", ["build", "created", "branch", "device", "profile", "suites", "outcomes", "passed",
-                                "failed", "eligibility skips", "backend skips", "pass rate %", "state"],
+                                "failed", "eligibility skips", "backend skips", "pass rate %", "state", "pages"],
               title="All builds")
     for i, b in enumerate(reversed(builds)):  # newest first
         o = b.summary["outcomes"]
@@ -20,12 +20,14 @@ def builds_table(builds: list[BuildInfo]) -> Table:
                        o["pass"] + o["pass_fallback"], o["fail"] + o["error"] + o["crash"] + o["timeout"],
                        o["skip_eligibility"], o["skip_backend"],
                        round(100 * rate, 2) if rate is not None else None,
-                       "complete" if b.complete else "incomplete"])
+                       "complete" if b.complete else "incomplete",
+                       "all" if b.full else "breakdown only (past --full-builds)"])
         t.links.setdefault("build", {})[i] = f"builds/{b.slug}/index.html"
     return t
 
 
-def render(site, builds: list[BuildInfo], generated: str):
+def render(site, builds: list[BuildInfo], generated: str, full_builds: int | None = None):
+    """``full_builds``: the ``--full-builds`` in force; the page says which builds it retired."""
     groups = []
     for g in groups_of(builds):
         # only the series' own builds: a trend against another series compares unrelated tests
@@ -38,5 +40,7 @@ def render(site, builds: list[BuildInfo], generated: str):
             "trend": charts.trend_chart(points),
         })
     table = builds_table(builds)
+    retired = sum(not b.full for b in builds)
     return site.page("index.html", "home.html", title="Coverage by build", groups=groups,
-                     builds_table=table, downloads=[table], n_builds=len(builds), generated=generated)
+                     builds_table=table, downloads=[table], n_builds=len(builds), generated=generated,
+                     retired=retired, full_builds=full_builds)

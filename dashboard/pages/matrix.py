@@ -2,8 +2,15 @@
 
 The matrix is the largest thing on the site (thousands of rows per build), so
 the page is a small shell and the cells travel as lazily loaded data
-(``data/matrix/<slug>.js``) that static/matrix.js turns into the table; the full
-table is also downloadable as JSON/CSV.
+(``data/matrix/<slug>.js``) that static/matrix.js turns into the table.  The
+full table's JSON/CSV downloads are made from the same data in the browser when
+asked for (``records`` is what they hold): written out per build they were seven
+times the size of the data.
+
+In the data file a cell is ``[state, i, n, j, m, ...]``: its state (an index into
+``states``) and its non-zero counts as (index into ``counts``, count) pairs, 0 for no
+cell; passed (pass + pass_fallback) and run (every outcome, the first ``outcomes``
+counts, but eligibility skips) follow from the counts (``compact``).
 """
 from __future__ import annotations
 
@@ -97,13 +104,36 @@ def build_matrix_arrays(cells: list[tuple], numbers: np.ndarray) -> tuple[dict, 
     return data, table
 
 
+def compact(data: dict) -> dict:
+    """``build_matrix_arrays``' data as the data file holds it: each cell ``[state, passed, run,
+    numbers]`` as ``[state, i, n, ...]`` over its non-zero numbers."""
+    rows = [[op, variant, [[c[0], *(x for k, n in enumerate(c[3]) if n for x in (k, n))] if c else 0
+                           for c in cells]] for op, variant, cells in data["rows"]]
+    return {**data, "outcomes": _N_OUTCOMES, "rows": rows}
+
+
+def records(data: dict) -> list[dict]:
+    """The download's records (one per cell: op, variant, dtype, state, every count) from a
+    ``compact`` data file: what static/matrix.js builds, in the table's order."""
+    out = []
+    for op, variant, cells in data["rows"]:
+        for dtype, c in zip(data["dtypes"], cells):
+            if not c:
+                continue
+            numbers = [0] * len(data["counts"])
+            for k in range(1, len(c), 2):
+                numbers[c[k]] = c[k + 1]
+            out.append({"op": op, "variant": variant, "dtype": dtype, "state": data["states"][c[0]]["key"],
+                        **dict(zip(data["counts"], numbers))})
+    return out
+
+
 def render(site, build: BuildInfo, cells: list[tuple], numbers, generated: str):
     """The matrix page and its data file from build_data.BuildData.matrix_numbers: (op, variant,
     dtype) keys sorted as tuples and a numbers row (COUNT_NAMES order) per cell."""
     base = f"builds/{build.slug}/"
     data, table = build_matrix_arrays(cells, numbers)
-    table.stem = base + "matrix"
-    site.write_data(f"data/matrix/{build.slug}.js", f"matrix:{build.slug}", data)
+    site.write_data(f"data/matrix/{build.slug}.js", f"matrix:{build.slug}", compact(data))
     return site.page(base + "matrix.html", "matrix.html", title=f"Operator matrix · {build.name}", build=build,
-                     n_rows=len(data["rows"]), variants=data["variants"], table=table, downloads=[table],
+                     n_rows=len(data["rows"]), variants=data["variants"], columns=table.columns,
                      data_src=f"data/matrix/{build.slug}.js", data_key=f"matrix:{build.slug}", generated=generated)

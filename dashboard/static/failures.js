@@ -1,6 +1,7 @@
 // The build page's failure list: every failed, errored, crashed, timed-out and
 // backend-skipped test with its message and repro command, from the build's
-// lazily loaded data/failures/<slug>/ (its index, then every chunk).  Filters (text, outcome, cluster) are
+// lazily loaded data/failures/<slug>/ (its index, then every chunk; the test ids
+// come from data/tests.js and the build's data/builds file, see static/site.js).  Filters (text, outcome, cluster) are
 // kept in the URL's hash (#q=..&label=..&cluster=K, the clusters page links
 // there).  All text goes in through textContent: messages come from anywhere.
 (function () {
@@ -59,7 +60,8 @@
     index = got;
     return TC.allFailures(cfg.root, cfg.slug, index);
   }).then(function (got) {
-    all = got;
+    // the data goes by position; the list reads in test id order
+    all = got.slice().sort(function (a, b) { return a.test < b.test ? -1 : a.test > b.test ? 1 : 0; });
     index.labels.slice().sort().forEach(function (l) { option(form.elements.label, l, l); });
     index.clusters.forEach(function (sig, k) { option(form.elements.cluster, String(k), sig); });
     var initial = new URLSearchParams(location.hash.slice(1));

@@ -141,7 +141,36 @@
     keepViewInHash();
   }
 
+  // a cell of the data file, [state, i, n, ...] over its non-zero counts (pages/matrix.py
+  // ``compact``), as [state, passed, run, counts]
+  function expand(data) {
+    var pass = data.counts.indexOf("pass"), fallback = data.counts.indexOf("pass_fallback");
+    var eligibility = data.counts.indexOf("skip_eligibility");
+    data.rows.forEach(function (r) {
+      r[2] = r[2].map(function (c) {
+        if (!c) { return 0; }
+        var nums = data.counts.map(function () { return 0; }), run = 0;
+        for (var k = 1; k < c.length; k += 2) { nums[c[k]] = c[k + 1]; }
+        for (var j = 0; j < data.outcomes; j++) { run += nums[j]; }
+        return [c[0], nums[pass] + nums[fallback], run - nums[eligibility], nums];
+      });
+    });
+  }
+  // the downloads' rows: one per cell, as pages/matrix.py ``records`` reads them
+  function downloadRows(data) {
+    var out = [];
+    data.rows.forEach(function (r) {
+      r[2].forEach(function (c, j) {
+        if (c) { out.push([r[0], r[1], data.dtypes[j], data.states[c[0]].key].concat(c[3])); }
+      });
+    });
+    return out;
+  }
+
   TC.load(cfg.src, cfg.key).then(function (data) {
+    if (!data.expanded) { expand(data); data.expanded = true; }
+    var downloads = form.querySelector(".downloads.made");
+    if (downloads) { TC.offerDownloads(downloads, cfg.columns, function () { return downloadRows(data); }); }
     var head = el("tr");
     ["operator", "variant"].concat(data.dtypes).forEach(function (h) {
       var th = el("th", h); th.scope = "col"; head.appendChild(th);

@@ -174,8 +174,10 @@
   }
 
   // The values of one attribute column (data/attrs.js) as numbers per test (0: none).
-  function decodeColumn(col, digits) {
-    var n = col.codes.length / col.width, out = new Int32Array(n), value = {};
+  // ``n``: how many numbers (a column whose values are all 0 has width 0 and no codes)
+  function decodeColumn(col, digits, n) {
+    if (n === undefined) { n = col.width ? col.codes.length / col.width : 0; }
+    var out = new Int32Array(n), value = {};
     for (var d = 0; d < digits.length; d++) { value[digits.charAt(d)] = d; }
     for (var i = 0, p = 0; i < n; i++) {
       var x = 0;

@@ -1,12 +1,13 @@
 // Test search and history, on the client: the site ships one compact index of
-// every test id (data/tests.js) and one string of outcome codes per build
-// (data/builds/<slug>.js, one character per test, aligned with the index).
+// every test id by position (data/tests.js) and one string of outcome codes per build
+// (data/builds/<slug>.js, one character per position).
 // Both load lazily, only when the user searches; a test's history also loads the
 // failure data (data/failures/<slug>/, the chunk holding the test) of the builds
 // where it failed, for its messages and repro commands.  The query box takes the
 // query language of static/query.js (outcome:fail op:add msg:"not close" ...): a
 // test's attributes load with it (data/attrs.js) only when a query names one, a
-// build's failure messages only for a msg: term.  All text is inserted with
+// build's failure messages only for a msg: term.  Only the builds within
+// --full-builds have search data (cfg.builds).  All text is inserted with
 // textContent, never innerHTML: test ids come from anywhere.
 (function () {
   "use strict";
@@ -15,25 +16,16 @@
   var form = document.getElementById("search-form");
   var status = document.getElementById("search-status");
   var results = document.getElementById("results");
-  var ids = null;
+  var index = null;
 
   function loadIndex() {
-    return TC.load(root + "data/tests.js", "tests").then(function (data) {
-      if (!ids) {
-        ids = [];
-        data.groups.forEach(function (g) {
-          g[1].forEach(function (suffix) { ids.push(g[0] + suffix); });
-        });
-      }
-      return ids;
-    });
+    return TC.testIndex(root).then(function (data) { index = data; return data.ids; });
   }
-  function loadBuild(slug) {
-    return TC.load(root + "data/builds/" + encodeURIComponent(slug) + ".js", "build:" + slug);
-  }
-  function findFailure(slug, testId) {
+  function loadBuild(slug) { return TC.buildCodes(root, slug); }
+  function codeAt(build, i) { return build.codes.charAt(i) || "."; }
+  function findFailure(slug, pos) {
     // the test's message and repro command in a build; a site from before they were written has none
-    return TC.findFailure(root, slug, testId).then(null, function () { return null; });
+    return TC.findFailure(root, slug, pos).then(null, function () { return null; });
   }
   function label(code) { return (cfg.codeLabels[code] || ["", "not in this build"]); }
 
@@ -52,7 +44,7 @@
       names.forEach(function (f) {
         if (!columns[f]) {
           var col = data.columns[f];
-          columns[f] = { values: col.values, numbers: TC.query.decodeColumn(col, data.digits) };
+          columns[f] = { values: col.values, numbers: TC.query.decodeColumn(col, data.digits, data.n) };
         }
       });
       return columns;
@@ -111,12 +103,14 @@
                  info.msg && scope ? loadMessages(scope) : {}]).then(function (got) {
       if (mine !== seq) { return; }
       var all = got[0], build = got[1], hits = [], total = 0;
-      if (!lowered) { lowered = all.map(function (t) { return t.toLowerCase(); }); }
+      if (!lowered) { lowered = all.map(function (t) { return t === null ? "" : t.toLowerCase(); }); }
       var test = TC.query.compile(info.tree, env, { ids: all, lower: lowered, codes: build ? build.codes : "",
                                                columns: got[2], messages: got[3] });
-      for (var i = 0; i < all.length; i++) {
+      // in id order, over the tests some build of the site has
+      for (var o = 0; o < index.order.length; o++) {
+        var i = index.order[o];
         if (build) {
-          var c = build.codes.charAt(i);
+          var c = codeAt(build, i);
           if (c === "." || (state && c !== state)) { continue; }
         }
         if (!test(i)) { continue; }
@@ -132,7 +126,7 @@
         b.addEventListener("click", function () { showHistory(all[i], i); });
         li.appendChild(b);
         if (build) {
-          var code = build.codes.charAt(i), s = document.createElement("span");
+          var code = codeAt(build, i), s = document.createElement("span");
           s.className = "swatch c-" + label(code)[0];
           s.title = label(code)[1];
           s.textContent = code;
@@ -146,15 +140,9 @@
     }, function (err) { if (mine === seq) { status.textContent = String(err.message || err); } });
   }
 
-  function missingOp(data, index) {
-    if (!data.missingMap) {
-      data.missingMap = {};
-      (data.missing_at || []).forEach(function (p) { data.missingMap[p[0]] = data.missing_ops[p[1]]; });
-    }
-    return data.missingMap[index] || "";
-  }
+  function missingOp(data, pos) { return TC.missingOps(data)[pos] || ""; }
 
-  function showHistory(testId, index) {
+  function showHistory(testId, pos) {
     TC.currentTest = testId;
     setHash();
     var section = document.getElementById("history");
@@ -166,13 +154,13 @@
     Promise.all(cfg.builds.map(function (b) { return loadBuild(b.slug); })).then(function (all) {
       // the failure data only of the builds where this test failed or the backend skipped it
       return Promise.all(all.map(function (data, k) {
-        return cfg.failureCodes.indexOf(data.codes.charAt(index) || ".") === -1 ? null : findFailure(cfg.builds[k].slug, testId);
+        return cfg.failureCodes.indexOf(codeAt(data, pos)) === -1 ? null : findFailure(cfg.builds[k].slug, pos);
       })).then(function (failures) { return [all, failures]; });
     }).then(function (got) {
       var all = got[0], records = [];
       all.forEach(function (data, k) {
-        var b = cfg.builds[k], code = data.codes.charAt(index) || ".", found = got[1][k];
-        var rec = { build: b.name, created: b.created, outcome: label(code)[1], missing_op: code === "M" ? missingOp(data, index) : "",
+        var b = cfg.builds[k], code = codeAt(data, pos), found = got[1][k];
+        var rec = { build: b.name, created: b.created, outcome: label(code)[1], missing_op: code === "M" ? missingOp(data, pos) : "",
                     message: found ? found.f.message : "", repro: found ? TC.repro(found.index, found.f) : "" };
         records.push(rec);
         var tr = document.createElement("tr");

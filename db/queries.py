@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+from operator import itemgetter
 from collections import Counter, defaultdict
 from typing import Iterator
 
@@ -592,6 +593,12 @@ def latest_rows(store, build: str, columns=OUTCOME_FIELDS, order: bool = False, 
 
 
 def _latest_rows(store, build_id: int, columns, order: bool, plain_tuples: bool = False) -> Iterator:
+    said = [c for c in columns if getattr(ROW_COLUMNS[c], "table", None) is result_values]
+    if plain_tuples and said and "repro" not in columns:
+        # What results say is read as value ids and joined here, the build's few thousand
+        # values read once: about a third faster than joining result_values per row in SQL.
+        yield from _with_values(store, build_id, columns, said, order)
+        return
     with store.read() as conn:
         # A build in which no test has a second result (no rerun, no overlapping shards;
         # the usual case) needs no "latest per test" subquery: every result is the latest,
@@ -628,6 +635,29 @@ def _latest_rows(store, build_id: int, columns, order: bool, plain_tuples: bool 
             query = query.order_by(tests.c.test_id)
         # ROW_COLUMNS are integers, text and floats: the drivers' own values, no result processor
         yield from _fetch(conn.execute(query), plain_tuples)
+
+
+def _with_values(store, build_id: int, columns, said: list[str], order: bool) -> Iterator:
+    """``_latest_rows`` of ``columns`` as plain tuples, the ``said`` ones (result_values
+    columns) filled from the values by id."""
+    rest = [c for c in columns if c not in said]
+    with store.read() as conn:
+        ids = conn.execute(select(build_values.c.value_id).where(build_values.c.build_id == build_id)).scalars()
+        at = [VALUE_COLUMNS.index("repro" if c == "stored_repro" else c) for c in said]
+        values = {vid: tuple(v[i] for i in at) for vid, v in values_of(conn, ids).items()}
+    # a row of ``rest`` + value_id, then the value's fields: pick ``columns`` out of that
+    width = len(rest) + 1
+    pick = itemgetter(*(rest.index(c) if c in rest else width + said.index(c) for c in columns))
+    if len(columns) == 1:
+        single = pick
+        pick = lambda row: (single(row),)   # noqa: E731  (itemgetter of one index gives a bare value)
+    for row in _latest_rows(store, build_id, (*rest, "value_id"), order, plain_tuples=True):
+        try:
+            yield pick(row + values[row[-1]])
+        except KeyError:   # a value a writer stored after build_values was read
+            with store.read() as conn:
+                values.update((vid, tuple(v[i] for i in at)) for vid, v in values_of(conn, [row[-1]]).items())
+            yield pick(row + values[row[-1]])
 
 
 def values_by_id(store, ids) -> dict[int, tuple]:

@@ -148,3 +148,18 @@ def test_latest_rows_by_id_range_reads_only_the_builds_rows(store, monkeypatch):
     monkeypatch.setattr(queries, "DENSE_SPAN", 0)
     for name in "abc":
         assert read(name) == sorted(expect[name])
+
+
+def test_plain_rows_join_what_results_say_in_python_and_equal_the_sql_join(store):
+    two_builds(store)
+    cols = ("test_id", "outcome", "kind", "missing_op", "fallback_ops", "message", "stored_repro", "duration")
+    for build in ("b1", "b2"):
+        joined = [tuple(r) for r in queries.latest_rows(store, build, cols, order=True)]
+        assert list(queries.latest_rows(store, build, cols, order=True, plain=True)) == joined
+        assert [r[0] for r in queries.latest_rows(store, build, ("outcome",), plain=True)] == \
+            [r.outcome for r in queries.latest_rows(store, build, ("outcome",))]
+    # build_values read before a writer stored a new value: the value is still found
+    with store.write() as conn:
+        conn.exec_driver_sql("DELETE FROM build_values")
+    assert list(queries.latest_rows(store, "b2", cols, order=True, plain=True)) == \
+        [tuple(r) for r in queries.latest_rows(store, "b2", cols, order=True)]

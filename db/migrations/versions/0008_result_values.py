@@ -11,8 +11,8 @@ operator").  On a nightly series this takes a stored result from about 130 bytes
 to under 40 (bench/ingest.py).
 
 The table is rebuilt (copy, drop, rename) inside the upgrade's transaction; a
-store of 30 seed-sized builds (4.6 M results) takes about a minute; a real seed
-store of 51,601 upstream/ops outcomes, 4 s.  Queries answer as before, durations to
+real seed store of 51,601 upstream/ops outcomes took 4 s (one pass over the rows:
+time grows with the store).  Queries answer as before, durations to
 the microsecond.  The file keeps its size: the pages the old table held go to
 SQLite's free list and the next builds' writes reuse them (``VACUUM`` gives them back).
 

@@ -593,6 +593,12 @@ def latest_rows(store, build: str, columns=OUTCOME_FIELDS, order: bool = False, 
 
 
 def _latest_rows(store, build_id: int, columns, order: bool, plain_tuples: bool = False) -> Iterator:
+    for chunk in _latest_chunks(store, build_id, columns, order, plain_tuples):
+        yield from chunk
+
+
+def _latest_chunks(store, build_id: int, columns, order: bool, plain_tuples: bool = False) -> Iterator[list]:
+    """``_latest_rows`` a fetch (ROW_CHUNK rows) at a time: per-row work stays in C."""
     said = [c for c in columns if getattr(ROW_COLUMNS[c], "table", None) is result_values]
     if plain_tuples and said and "repro" not in columns:
         # What results say is read as value ids and joined here, the build's few thousand
@@ -634,11 +640,11 @@ def _latest_rows(store, build_id: int, columns, order: bool, plain_tuples: bool 
         if order:
             query = query.order_by(tests.c.test_id)
         # ROW_COLUMNS are integers, text and floats: the drivers' own values, no result processor
-        yield from _fetch(conn.execute(query), plain_tuples)
+        yield from _chunks(conn.execute(query), plain_tuples)
 
 
 def _with_values(store, build_id: int, columns, said: list[str], order: bool) -> Iterator:
-    """``_latest_rows`` of ``columns`` as plain tuples, the ``said`` ones (result_values
+    """``_latest_chunks`` of ``columns`` as plain tuples, the ``said`` ones (result_values
     columns) filled from the values by id."""
     rest = [c for c in columns if c not in said]
     with store.read() as conn:
@@ -651,13 +657,12 @@ def _with_values(store, build_id: int, columns, said: list[str], order: bool) ->
     if len(columns) == 1:
         single = pick
         pick = lambda row: (single(row),)   # noqa: E731  (itemgetter of one index gives a bare value)
-    for row in _latest_rows(store, build_id, (*rest, "value_id"), order, plain_tuples=True):
-        try:
-            yield pick(row + values[row[-1]])
-        except KeyError:   # a value a writer stored after build_values was read
+    for chunk in _latest_chunks(store, build_id, (*rest, "value_id"), order, plain_tuples=True):
+        unknown = {row[-1] for row in chunk} - values.keys()
+        if unknown:   # values a writer stored after build_values was read
             with store.read() as conn:
-                values.update((vid, tuple(v[i] for i in at)) for vid, v in values_of(conn, [row[-1]]).items())
-            yield pick(row + values[row[-1]])
+                values.update((vid, tuple(v[i] for i in at)) for vid, v in values_of(conn, unknown).items())
+        yield [pick(row + values[row[-1]]) for row in chunk]
 
 
 def values_by_id(store, ids) -> dict[int, tuple]:
@@ -719,12 +724,18 @@ def _rows(store, query, plain: bool = False) -> Iterator:
 def _fetch(result, plain: bool) -> Iterator:
     """A result's rows, ROW_CHUNK at a time; ``plain``: the driver's own tuples (cheaper
     than SQLAlchemy's ``Row`` objects, by position only)."""
+    for chunk in _chunks(result, plain):
+        yield from chunk
+
+
+def _chunks(result, plain: bool) -> Iterator[list]:
+    """``_fetch``'s rows as the lists fetchmany returns."""
     fetch = result.cursor.fetchmany if plain else result.fetchmany
     while True:
         chunk = fetch(ROW_CHUNK)
         if not chunk:
             return
-        yield from chunk
+        yield chunk
 
 
 def iter_outcomes(store, build: str) -> Iterator[Outcome]:

@@ -107,9 +107,19 @@ def build_matrix_arrays(cells: list[tuple], numbers: np.ndarray) -> tuple[dict, 
 def compact(data: dict) -> dict:
     """``build_matrix_arrays``' data as the data file holds it: each cell ``[state, passed, run,
     numbers]`` as ``[state, i, n, ...]`` over its non-zero numbers."""
-    rows = [[op, variant, [[c[0], *(x for k, n in enumerate(c[3]) if n for x in (k, n))] if c else 0
-                           for c in cells]] for op, variant, cells in data["rows"]]
+    rows = [[op, variant, list(map(_compact_cell, cells))] for op, variant, cells in data["rows"]]
     return {**data, "outcomes": _N_OUTCOMES, "rows": rows}
+
+
+def _compact_cell(c):
+    # a plain loop: a generator per cell cost twice as much (30 builds x 20k cells)
+    if not c:
+        return 0
+    out = [c[0]]
+    for k, n in enumerate(c[3]):
+        if n:
+            out += (k, n)
+    return out
 
 
 def records(data: dict) -> list[dict]:

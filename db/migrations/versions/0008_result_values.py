@@ -53,6 +53,17 @@ def _value_columns(duration: bool = False) -> list:
     return cols
 
 
+def _row_columns() -> list:
+    """The columns every layout of ``results`` starts with."""
+    return [
+        sa.Column("id", BigId, primary_key=True),
+        sa.Column("build_id", BigId, sa.ForeignKey("builds.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("run_id", BigId, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("test_pk", BigId, sa.ForeignKey("tests.id"), nullable=False),
+        sa.Column("attempt", sa.Integer, nullable=False, server_default="1"),
+    ]
+
+
 def _create_values():
     op.create_table("result_values", sa.Column("id", BigId, primary_key=True),
                     sa.Column("digest", sa.BigInteger, nullable=False, unique=True), *_value_columns())
@@ -83,11 +94,7 @@ def upgrade():
     _fill_values(bind)
     op.create_table(
         "results_lean",
-        sa.Column("id", BigId, primary_key=True),
-        sa.Column("build_id", BigId, sa.ForeignKey("builds.id", ondelete="CASCADE"), nullable=False),
-        sa.Column("run_id", BigId, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
-        sa.Column("test_pk", BigId, sa.ForeignKey("tests.id"), nullable=False),
-        sa.Column("attempt", sa.Integer, nullable=False, server_default="1"),
+        *_row_columns(),
         sa.Column("value_id", BigId, sa.ForeignKey("result_values.id"), nullable=False),
         sa.Column("duration_us", sa.BigInteger, nullable=False, server_default="0"),
         sa.Column("max_abs_err", sa.Float, nullable=True),
@@ -120,11 +127,7 @@ def downgrade():
     bind = op.get_bind()
     op.create_table(
         "results_wide",
-        sa.Column("id", BigId, primary_key=True),
-        sa.Column("build_id", BigId, sa.ForeignKey("builds.id", ondelete="CASCADE"), nullable=False),
-        sa.Column("run_id", BigId, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
-        sa.Column("test_pk", BigId, sa.ForeignKey("tests.id"), nullable=False),
-        sa.Column("attempt", sa.Integer, nullable=False, server_default="1"),
+        *_row_columns(),
         *_value_columns(duration=True),
         sa.Column("max_abs_err", sa.Float, nullable=True),
         sa.Column("max_rel_err", sa.Float, nullable=True),

@@ -16,6 +16,7 @@ compares every one with the store's SQL path.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import itemgetter
@@ -25,6 +26,7 @@ import numpy as np
 from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, MISSING_OP, OUTCOMES, SKIP_BACKEND
 from torchconform.dashboard.pages.matrix import COUNT_NAMES   # the matrix's numbers per cell, in this order
 from torchconform.db.queries import DISTRIBUTED_SUITE, MODELS_SUITE
+from torchconform.db.values import VALUE_COLUMNS
 
 # What a build reads of its results (queries.latest_rows); ``test_pk`` joins them to TestTable.
 RESULT_COLUMNS = ("test_pk", "outcome", "kind", "missing_op", "fallback_ops", "message", "max_abs_err", "max_rel_err")
@@ -33,7 +35,7 @@ RESULT_COLUMNS = ("test_pk", "outcome", "kind", "missing_op", "fallback_ops", "m
 FAILURE_COLUMNS = (*RESULT_COLUMNS, "stored_repro", "run_id")
 STORED_REPRO_AT, RUN_AT = FAILURE_COLUMNS.index("stored_repro"), FAILURE_COLUMNS.index("run_id")
 TEST_COLUMNS = ("test_id", "suite", "file", "op", "variant", "dtype", "name")
-_PK, _OUTCOME, _KIND, _MOP = (itemgetter(i) for i in range(4))
+_PK = itemgetter(0)
 _VALUE = itemgetter(1, 2, 3, 4, 5)    # (outcome, kind, missing_op, fallback_ops, message): queries.diff_maps' values
 
 
@@ -156,31 +158,91 @@ def _number(column: list) -> tuple[list, np.ndarray]:
     return levels, rank[raw]
 
 
+# The columns a result row holds itself; every other column of a row is what it says
+# (result_values), read once per distinct value.
+OWN_COLUMNS = ("test_pk", "max_abs_err", "max_rel_err", "run_id")
+
+
+class Rows(Sequence):
+    """A build's rows in ``columns`` order, each made when it is asked for from the result's own
+    columns and its value (shared by many rows).  Most rows of a build are only counted
+    (by code, by test), never looked at: making all 154k tuples up front cost more than
+    reading them (bench/site.py)."""
+
+    def __init__(self, raw: list, values: dict, columns):
+        self._raw = raw          # per row: its OWN_COLUMNS in ``columns``, then its value id
+        self._values = values    # value id -> the value's fields in ``columns`` (``said``)
+        own = [c for c in columns if c in OWN_COLUMNS]
+        said = [c for c in columns if c not in OWN_COLUMNS]
+        width = len(own) + 1
+        at = [own.index(c) if c in own else width + said.index(c) for c in columns]
+        self._pick = itemgetter(*at) if len(at) > 1 else (lambda row, i=at[0]: (row[i],))
+        self._columns = tuple(columns)
+        self._own, self._said = own, said
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __getitem__(self, i: int) -> tuple:
+        r = self._raw[i]
+        return self._pick(r + self._values[r[-1]])
+
+    def take(self, at) -> list[tuple]:
+        """The rows at indices ``at`` (a list, or an array), in that order."""
+        raw, values, pick = self._raw, self._values, self._pick
+        return [pick(r + values[r[-1]]) for r in map(raw.__getitem__, _indices(at))]
+
+    def column(self, name: str, at) -> list:
+        """Column ``name`` of the rows at indices ``at``: without making the rows."""
+        raw = map(self._raw.__getitem__, _indices(at))
+        if name in self._own:
+            return list(map(itemgetter(self._own.index(name)), raw))
+        k, values = self._said.index(name), self._values
+        return [values[r[-1]][k] for r in raw]
+
+
+def _indices(at) -> list:
+    return at.tolist() if isinstance(at, np.ndarray) else at
+
+
 @dataclass
 class BuildData:
     """One build's latest results (RESULT_COLUMNS rows) with their tests' pks and codes as arrays."""
     name: str
-    rows: list
+    rows: Sequence      # Rows, or a list of row tuples
     tests: TestTable
     pk: np.ndarray      # tests.id per row
     code: np.ndarray    # CODES of (outcome, kind) per row
     templates: dict = field(default_factory=dict)   # FAILURE_COLUMNS reads: run id -> repro_template
+    error_at: np.ndarray | None = None   # rows that recorded a numerical error (None: not known)
 
     @classmethod
     def read(cls, store, queries, name: str, tests: TestTable,
              columns=RESULT_COLUMNS) -> "tuple[BuildData, TestTable]":
         """Read a build; returns it and the test table (read again if the build has tests it lacks).
         ``columns``: RESULT_COLUMNS, or FAILURE_COLUMNS (rows two longer, and the runs'
-        repro templates) for failures.py."""
-        rows = list(queries.latest_rows(store, name, columns, plain=True))
-        n = len(rows)
-        pk = np.fromiter(map(_PK, rows), dtype=np.int64, count=n)
+        repro templates) for failures.py.  ``columns`` starts with test_pk and holds
+        outcome and kind."""
+        own = [c for c in columns if c in OWN_COLUMNS]
+        raw = list(queries.latest_rows(store, name, (*own, "value_id"), plain=True))
+        n = len(raw)
+        vid = list(map(itemgetter(-1), raw))
+        at = [VALUE_COLUMNS.index("repro" if c == "stored_repro" else c) for c in columns if c not in OWN_COLUMNS]
+        outcome_at, kind_at = VALUE_COLUMNS.index("outcome"), VALUE_COLUMNS.index("kind")
+        values, code_of = {}, {}
+        for v, fields in queries.values_by_id(store, set(vid)).items():
+            values[v] = tuple(fields[i] for i in at)
+            code_of[v] = CODES[(fields[outcome_at], fields[kind_at])]
+        pk = np.fromiter(map(_PK, raw), dtype=np.int64, count=n)
         if not tests.knows(pk):
             tests = TestTable.read(store, queries)
-        code = np.fromiter(map(CODES.__getitem__, zip(map(_OUTCOME, rows), map(_KIND, rows))),
-                           dtype=np.int64, count=n)
+        code = np.fromiter(map(code_of.__getitem__, vid), dtype=np.int64, count=n)
+        error_at = None
+        if "max_abs_err" in own:
+            abs_at = own.index("max_abs_err")
+            error_at = np.array([i for i, r in enumerate(raw) if r[abs_at] is not None], dtype=np.int64)
         templates = queries.repro_templates(store, name) if "run_id" in columns else {}
-        return cls(name, rows, tests, pk, code, templates), tests
+        return cls(name, Rows(raw, values, columns), tests, pk, code, templates, error_at), tests
 
     # -- helpers -------------------------------------------------------------------------
     @cached_property
@@ -191,7 +253,7 @@ class BuildData:
     @cached_property
     def missing_ops(self) -> list:
         """The missing operator of each ``missing_at`` row ('' when none was recorded)."""
-        return list(map(_MOP, map(self.rows.__getitem__, self.missing_at.tolist())))
+        return self.rows.column("missing_op", self.missing_at)
 
     @cached_property
     def missing_numbered(self) -> tuple[list, np.ndarray]:

@@ -78,7 +78,7 @@ def failure_data(data, build: str, device: str = "", categories=(), positions=No
     labels = [f"{o}/{k}" if k else o for o, k in map(pairs.__getitem__, used.tolist())]
     used, op = np.unique(tests.index["op"][pks], return_inverse=True)
     ops = [tests.levels["op"][u] if u >= 0 else "" for u in used.tolist()]
-    rows = list(map(data.rows.__getitem__, at.tolist()))
+    rows = data.rows.take(at)
     pk_list = pks.tolist()
     repro, repros, commands = _repro_column(tests, pk_list, rows, device, data.templates)
     failed = np.fromiter((o in FAILED for o, _ in pairs), dtype=bool, count=len(pairs))[codes]
@@ -160,8 +160,7 @@ def cluster_keys(data, categories=()) -> set[str]:
     failed = np.fromiter((o in FAILED for o, _ in pairs), dtype=bool, count=len(pairs))
     test_id, name, op, dtype = (tests.values[c] for c in ("test_id", "name", "op", "dtype"))
     clusterer = Clusterer(categories)
-    for k in np.flatnonzero(failed[data.code]).tolist():
-        r = data.rows[k]
+    for r in data.rows.take(np.flatnonzero(failed[data.code])):
         pk = r[0]
         clusterer.add(Failure(test_id[pk], r[1], r[5] or "", "", name[pk] or "", op[pk] or "", dtype[pk] or ""))
     return {c.key for c in clusterer.clusters}

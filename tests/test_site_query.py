@@ -175,6 +175,15 @@ def test_attrs_are_aligned_with_the_test_index(fixture_site):
     assert "</" not in (fixture_site["out"] / "data" / "attrs.js").read_text()   # the script stays closed
 
 
+def add_build(store, name: str, commit: str, outcomes) -> None:
+    """A complete ops build of ``outcomes`` on main/refdev, stored after the fixture's."""
+    store.ensure_build(name, branch="main", device="refdev", backend="refdev", profile="young-backend",
+                       torch_version="2.13.0", commit=commit)
+    run = store.start_run(name, suite="ops", selection="fixture", host="test")
+    store.add_outcomes(run, outcomes)
+    store.finish_run(run, 0)
+
+
 def test_attrs_survive_reuse_and_a_new_build(fixture_site, tmp_path):
     from torchconform.db.store import open_store
 
@@ -187,15 +196,37 @@ def test_attrs_survive_reuse_and_a_new_build(fixture_site, tmp_path):
         build_site(store, out)                       # warm: every build kept, read back from the files
         assert (out / "data" / "attrs.js").read_bytes() == before
         new = site_data._op("tanh", "forward", "bfloat16", "pass")
-        store.ensure_build("b4", branch="main", device="refdev", backend="refdev", profile="young-backend",
-                           torch_version="2.13.0", commit="0000004")
-        run = store.start_run("b4", suite="ops", selection="fixture", host="test")
-        store.add_outcomes(run, [new])
-        store.finish_run(run, 0)
+        add_build(store, "b4", "0000004", [new])
         build_site(store, out)                       # nightly: b1..other-1 kept, b4 new
     got = read_attrs(out)
     assert got == {**expected_attrs(), new.test_id: {"suite": "ops", "file": "suites/ops/test_ops.py", "op": "tanh",
                                                      "variant": "forward", "dtype": "bfloat16"}}
+
+
+def test_the_test_index_is_rewritten_only_when_its_numbering_changes(fixture_site, tmp_path):
+    from torchconform.dashboard import positions
+    from torchconform.db.store import open_store
+
+    out = tmp_path / "out"
+    shutil.copytree(fixture_site["out"], out)
+    db = tmp_path / "store.db"
+    shutil.copy(fixture_site["db"], db)
+    index = out / "data" / "tests.js"
+    ids = positions.read_ids(out)
+    with open_store(str(db)) as store:
+        # a nightly build of tests the site numbers already: the file is left as it is
+        add_build(store, "b5", "0000005", site_data.outcomes_for(3))
+        index.write_text(index.read_text(encoding="utf-8") + "// untouched\n", encoding="utf-8")
+        shown_before = positions.shown_of(search.read_data_file(index))
+        build_site(store, out)
+        assert index.read_text(encoding="utf-8").endswith("// untouched\n")
+        assert positions.read_ids(out) == ids and (positions.shown_of(search.read_data_file(index)) == shown_before).all()
+        # a build with a test no build had: numbered next, the file written again
+        new = site_data._op("sinh", "forward", "float16", "pass")
+        add_build(store, "b6", "0000006", [new])
+        build_site(store, out)
+    assert not index.read_text(encoding="utf-8").endswith("// untouched\n")
+    assert positions.read_ids(out) == ids + [new.test_id]
 
 
 def test_a_site_without_its_test_index_renders_every_build_again(fixture_site, tmp_path):

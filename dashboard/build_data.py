@@ -4,7 +4,9 @@ A site renders many builds of the same ~150k tests.  Instead of joining each
 build's results to the tests table in SQL (and hashing the same strings again
 per build), the test attributes are read once per site run (``TestTable``, from
 ``queries.stored_tests``; forked workers inherit it) and each build reads only
-its result columns (``queries.latest_rows`` without a tests column).  A result's
+its result columns (``queries.latest_rows`` without a tests column): per row its own
+columns and the id of what it says, each distinct value read once (``values_by_id``);
+a row's tuple is made only when it is looked at (``Rows``).  A result's
 (outcome, kind) becomes a small integer code, so the per-suite / per-file
 breakdowns, the operator matrix and the baseline diff's transitions are numpy
 ``bincount``s; only the few rows that need their strings (missing operators,

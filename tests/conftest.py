@@ -36,3 +36,21 @@ def cli(capsys, monkeypatch):
         out, err = capsys.readouterr()
         return code, out, err
     return call
+
+
+@pytest.fixture
+def one_ray_at_a_time():
+    """Hold a machine-wide lock while a test runs Ray: two Ray instances started at once
+    by two xdist workers (a local one and a three-raylet cluster) slowed each other's
+    failure detection past the tests' timeouts on 2 cores (a segfaulted worker and a
+    killed node's tasks reported as timeouts)."""
+    import fcntl
+    import tempfile
+    from pathlib import Path
+
+    with open(Path(tempfile.gettempdir()) / "torchconform-tests-ray.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -4,6 +4,7 @@ import os
 import pytest
 
 ray = pytest.importorskip("ray", reason="extra ray: pip install 'torchconform[ray]'")
+pytestmark = pytest.mark.usefixtures("one_ray_at_a_time")
 pytest.importorskip("transformers", reason="extra zoo: pip install 'torchconform[zoo]'")
 
 from torchconform.sweep.driver import SweepOptions, run_sweep  # noqa: E402

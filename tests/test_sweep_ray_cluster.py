@@ -12,6 +12,7 @@ import time
 import pytest
 
 ray = pytest.importorskip("ray", reason="extra ray: pip install 'torchconform[ray]'")
+pytestmark = pytest.mark.usefixtures("one_ray_at_a_time")
 
 from sqlalchemy import func, select  # noqa: E402
 

@@ -179,7 +179,6 @@ class Rows(Sequence):
         width = len(own) + 1
         at = [own.index(c) if c in own else width + said.index(c) for c in columns]
         self._pick = itemgetter(*at) if len(at) > 1 else (lambda row, i=at[0]: (row[i],))
-        self._columns = tuple(columns)
         self._own, self._said = own, said
 
     def __len__(self) -> int:
@@ -194,9 +193,9 @@ class Rows(Sequence):
         raw, values, pick = self._raw, self._values, self._pick
         return [pick(r + values[r[-1]]) for r in map(raw.__getitem__, _indices(at))]
 
-    def column(self, name: str, at) -> list:
-        """Column ``name`` of the rows at indices ``at``: without making the rows."""
-        raw = map(self._raw.__getitem__, _indices(at))
+    def column(self, name: str, at=None) -> list:
+        """Column ``name`` of the rows at indices ``at`` (None: every row), without making the rows."""
+        raw = self._raw if at is None else map(self._raw.__getitem__, _indices(at))
         if name in self._own:
             return list(map(itemgetter(self._own.index(name)), raw))
         k, values = self._said.index(name), self._values
@@ -211,12 +210,11 @@ def _indices(at) -> list:
 class BuildData:
     """One build's latest results (RESULT_COLUMNS rows) with their tests' pks and codes as arrays."""
     name: str
-    rows: Sequence      # Rows, or a list of row tuples
+    rows: Rows
     tests: TestTable
     pk: np.ndarray      # tests.id per row
     code: np.ndarray    # CODES of (outcome, kind) per row
     templates: dict = field(default_factory=dict)   # FAILURE_COLUMNS reads: run id -> repro_template
-    error_at: np.ndarray | None = None   # rows that recorded a numerical error (None: not known)
 
     @classmethod
     def read(cls, store, queries, name: str, tests: TestTable,
@@ -239,14 +237,16 @@ class BuildData:
         if not tests.knows(pk):
             tests = TestTable.read(store, queries)
         code = np.fromiter(map(code_of.__getitem__, vid), dtype=np.int64, count=n)
-        error_at = None
-        if "max_abs_err" in own:
-            abs_at = own.index("max_abs_err")
-            error_at = np.array([i for i, r in enumerate(raw) if r[abs_at] is not None], dtype=np.int64)
         templates = queries.repro_templates(store, name) if "run_id" in columns else {}
-        return cls(name, Rows(raw, values, columns), tests, pk, code, templates, error_at), tests
+        return cls(name, Rows(raw, values, columns), tests, pk, code, templates), tests
 
     # -- helpers -------------------------------------------------------------------------
+    @cached_property
+    def error_at(self) -> np.ndarray:
+        """Row indices of results that recorded a numerical error."""
+        errors = self.rows.column("max_abs_err")
+        return np.array([i for i, e in enumerate(errors) if e is not None], dtype=np.int64)
+
     @cached_property
     def missing_at(self) -> np.ndarray:
         """Row indices of skip_backend/missing_op results."""

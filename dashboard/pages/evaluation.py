@@ -87,7 +87,7 @@ def error_rows(data) -> dict[str, tuple]:
     values = data.tests.values
     test_id, op, dtype = values["test_id"], values["op"], values["dtype"]
     out = {}
-    at = np.arange(len(data.rows)) if data.error_at is None else data.error_at
+    at = data.error_at
     for pk, row in zip(data.pk[at].tolist(), data.rows.take(at)):
         if row[_ABS] is not None:
             out[test_id[pk]] = (op[pk] or "", dtype[pk] or "", row[_OUTCOME], row[_ABS], row[_REL])

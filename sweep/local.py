@@ -18,13 +18,12 @@ from multiprocessing.connection import wait
 from torchconform.collectors.outcome import Outcome
 from torchconform.errors import UserError
 from torchconform.sweep import failures
-from torchconform.sweep.protocol import Settings, Task, TaskResult
+from torchconform.sweep.protocol import STARTUP_TIMEOUT, Settings, Task, TaskResult
 from torchconform.sweep.worker import main as worker_main
 
 # A worker that dies this many times in a row before reporting "ready" means
 # the backend cannot start at all: stop instead of looping.
 MAX_STARTUP_FAILURES = 3
-STARTUP_TIMEOUT = 300.0
 
 
 @dataclass

@@ -13,6 +13,10 @@ from typing import Callable, Iterable, Protocol
 
 from torchconform.collectors.outcome import Outcome
 
+# Seconds a worker may take to bring up the device before its first model (an engine
+# that has waited longer gives up on it); a model's own limit is Settings.timeout.
+STARTUP_TIMEOUT = 300.0
+
 
 @dataclass
 class Settings:

@@ -9,6 +9,10 @@ The tasks store their outcomes themselves (``sweep/ray_task.py``); this driver
 side keeps the plan and the progress, and writes only what a task could not:
 ``crash`` for a task whose worker died, ``timeout`` for one that overran the
 model timeout (it is cancelled, which ends its worker; Ray starts another).
+The model timeout counts from when the task reports that its model began, as
+the local engine's does: time queued behind other tasks, waiting for a worker
+or bringing up the backend is not the model's (on a loaded cluster that alone
+outlasted a two-minute limit).
 A task lost because its *node* died (``NodeDiedError``) is not the model's
 fault: it is submitted again, up to ``NODE_LOSS_RETRIES`` times, and runs only
 the variants the store does not have yet.  Every write here, like the tasks',
@@ -18,10 +22,11 @@ store exactly once.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from torchconform.errors import UserError
 from torchconform.sweep import failures
-from torchconform.sweep.protocol import Settings, TaskResult
+from torchconform.sweep.protocol import STARTUP_TIMEOUT, Settings, Task, TaskResult
 
 # Ray's resource name per device type; anything else needs only a CPU slot.
 DEVICE_RESOURCES = {"neuron": {"resources": {"neuron_cores": 1}}, "cuda": {"num_gpus": 1}}
@@ -35,6 +40,43 @@ def task_options(device: str) -> dict:
     options = {"num_cpus": 1, "max_retries": 0, "retry_exceptions": False}
     options.update(DEVICE_RESOURCES.get(device, {}))
     return options
+
+
+def required_resources(device: str) -> dict:
+    """Each task's request in the names ``ray.cluster_resources()`` uses."""
+    options = task_options(device)
+    need = {"CPU": options["num_cpus"]}
+    if "num_gpus" in options:
+        need["GPU"] = options["num_gpus"]
+    need.update(options.get("resources", {}))
+    return need
+
+
+# What _next returns for a task's progress mark (it goes on running).
+_PENDING = object()
+
+
+@dataclass
+class _Flight:
+    """One submitted task and how far it got.  Its clocks follow the local engine's:
+    the model timeout counts from when the model began (the worker up, the backend
+    brought up), the start-up limit from when the task's body began; a task still
+    queued or waiting for a worker is Ray's to place and is never timed out."""
+    task: Task
+    submitted: float
+    running: float | None = None   # the task's body began in a worker
+    started: float | None = None   # its model began
+
+    def seconds(self, now: float) -> float:
+        return now - (self.started or self.running or self.submitted)
+
+    def overdue(self, now: float, timeout: float, device: str) -> str | None:
+        """Why the task is to be cancelled now, or None."""
+        if self.started is not None:
+            return "" if now - self.started > timeout else None
+        if self.running is not None and now - self.running > STARTUP_TIMEOUT:
+            return f"did not bring up {device} within {STARTUP_TIMEOUT:g}s"
+        return None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -77,7 +119,10 @@ class RayEngine:
         if not settings.store_url or not settings.run_id:
             raise ValueError("the Ray engine's tasks store their outcomes: Settings.store_url and run_id are needed")
         ray = self.connect()
-        remote = ray.remote(run_task).options(**task_options(settings.device))
+        self._check_resources(ray)
+        # A streaming task: it reports when its body begins and when its model begins
+        # (ray_task.RUNNING, ray_task.STARTED), then its result.
+        remote = ray.remote(run_task).options(num_returns="streaming", **task_options(settings.device))
         limit = self.max_in_flight or len(tasks)
         queue = list(reversed(tasks))
         in_flight: dict = {}
@@ -87,35 +132,62 @@ class RayEngine:
             while queue or in_flight:
                 while queue and len(in_flight) < limit:
                     task = queue.pop()
-                    in_flight[remote.remote(task, settings)] = (task, time.monotonic())
-                done, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
-                for ref in done:
-                    task, started = in_flight.pop(ref)
-                    result = self._collect(ray, ref, task, started, settings, store, lost_nodes)
+                    in_flight[remote.remote(task, settings)] = _Flight(task, time.monotonic())
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
+                for gen in ready:
+                    flight = in_flight[gen]
+                    result = self._next(ray, gen, flight, settings, store, lost_nodes)
+                    if result is _PENDING:
+                        continue  # a progress mark: the task goes on
+                    del in_flight[gen]
                     if result is None:
-                        queue.append(task)  # its node died: run it (what is left of it) elsewhere
+                        queue.append(flight.task)  # its node died: run it (what is left of it) elsewhere
                     else:
                         on_result(result)
                 now = time.monotonic()
-                for ref, (task, started) in list(in_flight.items()):
-                    if now - started > settings.timeout:
-                        ray.cancel(ref, force=True)  # kills the worker process running it
-                        in_flight.pop(ref)
+                for gen, flight in list(in_flight.items()):
+                    why = flight.overdue(now, settings.timeout, settings.device)
+                    if why is not None:
+                        ray.cancel(gen, force=True)  # kills the worker process running it
+                        del in_flight[gen]
                         self.replaced += 1
-                        on_result(self._lost(task, settings, store, now - started, timeout=True))
+                        on_result(self._lost(flight.task, settings, store, flight.seconds(now),
+                                             why=why, timeout=flight.started is not None))
         finally:
             store.close()
 
-    def _collect(self, ray, ref, task, started, settings, store, lost_nodes):
-        """The task's result; None when its node died and it should run again."""
+    def _check_resources(self, ray) -> None:
+        """A task asking for a resource no node has would wait forever (a task that has
+        not begun is never timed out): say so at once."""
+        have = ray.cluster_resources()
+        for name, amount in required_resources(self.device).items():
+            if have.get(name, 0) < amount:
+                raise UserError(f"the Ray cluster at {self.address or 'auto'} has no {name!r} resource, which each "
+                                f"{self.device} task asks for; start its nodes with it (`ray start ... "
+                                f"--resources` or --num-gpus) or sweep another device")
+
+    def _next(self, ray, gen, flight, settings, store, lost_nodes):
+        """What the task reported now: ``_PENDING`` for a progress mark, its result, or
+        None when its node died and it should run again."""
         from ray.exceptions import NodeDiedError
 
         from torchconform.collectors.outcome import Outcome
+        from torchconform.sweep.ray_task import RUNNING, STARTED
 
-        seconds = time.monotonic() - started
+        task = flight.task
+        seconds = flight.seconds(time.monotonic())
         try:
-            reply = ray.get(ref)
+            reply = ray.get(next(gen))
+            if reply == RUNNING:
+                flight.running = time.monotonic()
+                return _PENDING
+            if reply == STARTED:
+                flight.started = time.monotonic()
+                return _PENDING
             outcomes = [Outcome.from_dict(d) for d in reply["outcomes"]]
+        except StopIteration:  # the task ended without its result (run_task always yields one)
+            self.replaced += 1
+            return self._lost(task, settings, store, seconds, why="ended without reporting its outcomes")
         except NodeDiedError as exc:
             lost_nodes[task.model_id] = lost_nodes.get(task.model_id, 0) + 1
             if lost_nodes[task.model_id] <= NODE_LOSS_RETRIES:
@@ -130,7 +202,7 @@ class RayEngine:
         return TaskResult(task.model_id, outcomes, worker=reply["worker"], seconds=seconds, stored=True)
 
     @staticmethod
-    def _lost(task, settings, store, seconds, why: str = "", timeout: bool = False) -> TaskResult:
+    def _lost(task, settings, store, seconds, why: str, timeout: bool = False) -> TaskResult:
         """Store crash/timeout outcomes for the runs of ``task`` the store lacks; the result
         holds every outcome of its variants as stored (the task may have stored some)."""
         from torchconform.db.once import add_outcomes_once, retrying

@@ -21,6 +21,10 @@ import time
 
 from torchconform.sweep.protocol import Settings, Task
 
+# What a task reports before its result (the driver's clocks: ray_engine._Flight).
+RUNNING = "torchconform:task-running"   # the task's body began in a worker
+STARTED = "torchconform:model-started"  # the backend is up; the model begins
+
 _STORES: dict = {}
 _STATE = {"limited": False, "prepared": set()}
 
@@ -87,20 +91,24 @@ def worker_name() -> str:
     return f"ray:{ray.get_runtime_context().get_node_id()[:8]}:{os.getpid()}"
 
 
-def run_task(task: Task, settings: Settings) -> dict:
+def run_task(task: Task, settings: Settings):
     """Run the variants of ``task`` the build lacks, storing each outcome as it ends.
-    Returns ``{"worker": worker_name(), "outcomes": [...]}``: every outcome of the
-    task's variants (stored now or before) as dicts."""
+    A Ray streaming task: yields ``RUNNING`` as its body begins, ``STARTED`` once the
+    backend is up and the model begins, then ``{"worker": worker_name(), "outcomes":
+    [...]}``: every outcome of the task's variants (stored now or before) as dicts."""
     from torchconform.suites.models.check import run_model
     from torchconform.sweep import failures
 
+    yield RUNNING
     variants = tuple(task.variants or settings.variants)
     have = stored_variants(_store(settings.store_url), settings.run_id, task.model_id, variants)
     todo = tuple(v for v in variants if v not in have)
     result = [have[v] for v in variants if v in have]
     if not todo:
-        return {"worker": worker_name(), "outcomes": [o.to_dict() for o in result]}
+        yield {"worker": worker_name(), "outcomes": [o.to_dict() for o in result]}
+        return
     profile = _bring_up(settings)
+    yield STARTED
     done, current, start = set(), [""], time.monotonic()
 
     def on_outcome(outcome):
@@ -121,4 +129,4 @@ def run_task(task: Task, settings: Settings) -> dict:
         sys.stderr.write(f"torchconform ray worker {os.getpid()}: out of memory in {task.model_id}\n")
         sys.stderr.flush()
         os._exit(failures.EXIT_OOM)
-    return {"worker": worker_name(), "outcomes": [o.to_dict() for o in result]}
+    yield {"worker": worker_name(), "outcomes": [o.to_dict() for o in result]}

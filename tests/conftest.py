@@ -39,15 +39,21 @@ def cli(capsys, monkeypatch):
 
 
 @pytest.fixture
-def one_ray_at_a_time():
+def one_ray_at_a_time(monkeypatch):
     """Hold a machine-wide lock while a test runs Ray: two Ray instances started at once
     by two xdist workers (a local one and a three-raylet cluster) slowed each other's
     failure detection past the tests' timeouts on 2 cores (a segfaulted worker and a
-    killed node's tasks reported as timeouts)."""
+    killed node's tasks reported as timeouts).
+
+    And run Ray's workers at the tests' own priority: Ray starts them at nice 15, so
+    beside the other xdist worker (nice 0) on 2 cores they got a few percent of a core
+    and a tiny model took a minute to build (the CI failures' timeouts).  The raylets
+    read RAY_worker_niceness when they start, so it is set before any test starts one."""
     import fcntl
     import tempfile
     from pathlib import Path
 
+    monkeypatch.setenv("RAY_worker_niceness", "0")
     with open(Path(tempfile.gettempdir()) / "torchconform-tests-ray.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

@@ -80,26 +80,34 @@ def trace_overhead(model_ids, repeats: int, with_compile: bool) -> None:
 
     torch.set_num_threads(1)  # as a sweep worker runs (--threads 1)
 
-    def reference(built, traced):
+    def reference(built, traced, native=True):
         for run in (run_eval, run_train):
             torch.manual_seed(0)
             model = copy.deepcopy(built.model)
-            with modeltrace.recording(traced):
+            with modeltrace.recording(traced, native=native):
                 run(model, built.inputs)
 
-    print(f"per-model trace overhead (CPU reference eval + train, best of {repeats}; target <= 1.2x):")
-    sums = [0.0, 0.0]
+    recorder = "RecordFunction observer" if modeltrace.native_recorder() else "dispatch mode (no observer built)"
+    print(f"per-model trace overhead (CPU reference eval + train, best of {repeats}; target <= 1.2x); "
+          f"recorder: {recorder}, beside the dispatch mode it replaces:")
+    sums = [0.0, 0.0, 0.0]
+    worst = []
     for model_id in model_ids:
         built = catalog.build(model_id, 0)
         _zero_dropout(built.model)
-        reference(built, False), reference(built, True)  # warm both paths
-        plain = traced = float("inf")
-        for _ in range(repeats):  # interleaved: a load change on the machine hits both
+        for traced, native in ((False, True), (True, True), (True, False)):
+            reference(built, traced, native)  # warm every path
+        plain = traced = mode = float("inf")
+        for _ in range(repeats):  # interleaved: a load change on the machine hits all three
             plain = min(plain, _seconds(lambda: reference(built, False)))
             traced = min(traced, _seconds(lambda: reference(built, True)))
+            mode = min(mode, _seconds(lambda: reference(built, True, native=False)))
         sums[0] += plain
         sums[1] += traced
-        line = f"  {model_id:12s} plain {plain * 1e3:7.1f} ms  traced {traced * 1e3:7.1f} ms  {traced / plain:4.2f}x"
+        sums[2] += mode
+        worst.append(traced / plain)
+        line = (f"  {model_id:12s} plain {plain * 1e3:7.1f} ms  traced {traced * 1e3:7.1f} ms  {traced / plain:4.2f}x"
+                f"  (mode {mode * 1e3:7.1f} ms  {mode / plain:4.2f}x)")
         if with_compile:
             seen: set = set()
             plain_c = _seconds(lambda: run_compile(copy.deepcopy(built.model), built.inputs, "aot_eager"))
@@ -109,6 +117,8 @@ def trace_overhead(model_ids, repeats: int, with_compile: bool) -> None:
         print(line)
     ratio = sums[1] / sums[0]
     print(f"  all models: plain {sums[0] * 1e3:.1f} ms, traced {sums[1] * 1e3:.1f} ms: {ratio:.2f}x "
+          f"(the dispatch mode: {sums[2] * 1e3:.1f} ms, {sums[2] / sums[0]:.2f}x; worst model "
+          f"{max(worst):.2f}x) "
           f"({'ok' if ratio <= 1.2 else 'over 1.2x'} on the first trace); a set stored for the same torch and "
           "library versions is not traced again (sweep Task.traced): 1.00x from then on")
 

@@ -1,11 +1,21 @@
 """Record the ATen overloads a model's CPU run asks the dispatcher for.
 
-Eager (eval, train): a TorchDispatchMode around the models suite's CPU reference
-run.  A dispatch mode is called at the Python key, below Autograd: what it sees is
-what the backend key is asked for, after CompositeImplicitAutograd operators were
-decomposed (the device is never asked for ``aten::linear``, only for what it
-decomposes into).  Backward runs inside the mode (the autograd engine carries the
-mode's thread-local state), so train's set holds the backward operators too.
+Eager (eval, train): the models suite's CPU reference run, recorded by a
+RecordFunction observer (census/csrc/opset.cpp, compiled on first use like
+refdev).  It sees every dispatcher call and keeps what a backend key is asked
+for: an operator that decomposes before reaching a backend (a
+CompositeImplicitAutograd kernel and none of its own for CPU) is looked through,
+so the device is never asked for ``aten::linear``, only for what it decomposes
+into; the calls a CPU kernel makes inside itself do not count.  Backward's calls
+are recorded too, so train's set holds the backward operators.  It costs about
+1.05x the plain run (bench/census.py).
+
+Where the recorder cannot be built (no C++ compiler), a TorchDispatchMode does
+the same job at about 1.2-1.5x: called at the Python key, below Autograd, it sees
+what the backend key is asked for.  It changes a little of what runs, though:
+under a mode ``reshape`` asks for ``view`` instead of ``_reshape_alias``, and
+gradient accumulation for ``add`` instead of ``add_`` (the mode holds
+references); the observer sees what a device is asked for without one.
 
 Compile: dynamo refuses to trace while a dispatch mode is active, and what the
 device runs is not the eager op stream but the graphs its compile backend built.
@@ -22,9 +32,28 @@ this set is the graph before its own decompositions.
 from __future__ import annotations
 
 import contextlib
+import os
+
+from torchconform.errors import UserError
 
 # Only ATen overloads: the census lists nothing else (prim::, custom namespaces).
 PREFIX = "aten::"
+RECORDER_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "opset.cpp")
+_NATIVE: list = []
+
+
+def native_recorder():
+    """The compiled RecordFunction recorder, built once per torch and compiler; None where
+    it cannot be built (then the dispatch mode records)."""
+    if not _NATIVE:
+        from torchconform.refdev import build
+
+        try:
+            _NATIVE.append(build.load_extension(sources=[RECORDER_SOURCE], stem="census_opset",
+                                                what="the census's operator recorder"))
+        except UserError:
+            _NATIVE.append(None)
+    return _NATIVE[0]
 
 
 def _recorder_class():
@@ -50,7 +79,8 @@ _RECORDER = []
 
 
 def names(overloads) -> list[str]:
-    """Sorted ``aten::name.overload`` names (``func.name()``: the census's row names)."""
+    """Sorted ``aten::name.overload`` names (``func.name()``: the census's row names) of
+    overloads or of names already."""
     out = set()
     for op in overloads:
         name = op.name() if hasattr(op, "name") else str(op)
@@ -60,17 +90,27 @@ def names(overloads) -> list[str]:
 
 
 @contextlib.contextmanager
-def recording(enabled: bool = True):
+def recording(enabled: bool = True, native: bool = True):
     """``with recording() as seen:`` runs the body under the recorder; ``seen`` (a set
-    of overloads, for :func:`names`) is filled when the block ends.  Disabled (the set
-    is stored already): the body runs plainly and ``seen`` is None."""
+    of overloads or names, for :func:`names`) is filled when the block ends.  Disabled
+    (the set is stored already): the body runs plainly and ``seen`` is None.
+    ``native=False``: the dispatch mode even where the observer builds."""
     if not enabled:
         yield None
+        return
+    recorder = native_recorder() if native else None
+    if recorder is not None:
+        seen: set = set()
+        recorder.start()
+        try:
+            yield seen
+        finally:
+            seen.update(recorder.stop())
         return
     if not _RECORDER:
         _RECORDER.append(_recorder_class())
     mode = _RECORDER[0]()
-    seen: set = set()
+    seen = set()
     try:
         with mode:
             yield seen

@@ -1,4 +1,5 @@
-"""Compile (once) and import refdev's C++ core.
+"""Compile (once) and import torchconform's C++ extensions: refdev's core, and the
+census's operator recorder (census/csrc/opset.cpp).
 
 The extension is built with ``torch.utils.cpp_extension.load`` on first use,
 never at install time: an isolated pip build environment would link against a
@@ -51,11 +52,11 @@ def ninja_on_path() -> str | None:
     return shutil.which("ninja")
 
 
-def build_key(compiler: str) -> str:
+def build_key(compiler: str, sources=SOURCES) -> str:
     import torch
 
     h = hashlib.sha256()
-    for path in SOURCES:
+    for path in sources:
         with open(path, "rb") as f:
             h.update(f.read())
     h.update(torch.__version__.encode())
@@ -79,26 +80,28 @@ def _find_so(build_dir: str, name: str) -> str | None:
     return None
 
 
-def load_extension(verbose: bool = False):
-    """Return the compiled ``refdev`` extension module, building it if needed."""
+def load_extension(verbose: bool = False, sources=SOURCES, stem: str = "refdev", what: str = "the refdev device"):
+    """Return the compiled extension of ``sources`` (by default refdev's core), building
+    it if needed; ``what`` names it in messages.  refdev's builds live in the cache
+    root's ``<key>`` folders, any other stem's in ``<stem>-<key>``."""
     import torch  # libtorch symbols must be loaded first
 
     compiler = find_compiler()
     if compiler is None:
         raise UserError(
-            f"no C++ compiler found (looked for {os.environ.get('CXX', 'c++')!r}) to build the refdev device; "
+            f"no C++ compiler found (looked for {os.environ.get('CXX', 'c++')!r}) to build {what}; "
             "install one (apt-get install g++) or point $CXX at it"
         )
-    key = build_key(compiler)
-    name = f"torchconform_refdev_{key}"
-    build_dir = os.path.join(cache_root(), key)
+    key = build_key(compiler, sources)
+    name = f"torchconform_{stem}_{key}"
+    build_dir = os.path.join(cache_root(), key if stem == "refdev" else f"{stem}-{key}")
     done = os.path.join(build_dir, DONE)
     if os.path.exists(done):
         so = _find_so(build_dir, name)
         if so:
             return _import_so(name, so)
     if ninja_on_path() is None:
-        raise UserError("ninja not found to build the refdev device; install it (pip install ninja)")
+        raise UserError(f"ninja not found to build {what}; install it (pip install ninja)")
     os.makedirs(build_dir, exist_ok=True)
     # flock (not only cpp_extension's FileBaton): released by the kernel if a
     # builder dies, so a crashed build never leaves the others waiting forever.
@@ -115,12 +118,12 @@ def load_extension(verbose: bool = False):
                     os.remove(stale)
 
                 # Silent otherwise for half a minute (33 s on an idle machine, 93 s on two busy cores).
-                print(f"torchconform: compiling the refdev device for torch {torch.__version__} (once per torch "
+                print(f"torchconform: compiling {what} for torch {torch.__version__} (once per torch "
                       f"and compiler; 30 s to 2 minutes) into {build_dir}", file=sys.stderr, flush=True)
                 try:
                     module = cpp_extension.load(
                         name=name,
-                        sources=SOURCES,
+                        sources=list(sources),
                         build_directory=build_dir,
                         extra_cflags=["-O2"],
                         verbose=verbose,
@@ -128,7 +131,7 @@ def load_extension(verbose: bool = False):
                 except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
                     # The compiler's output is pages long; the one line says where and how to see it.
                     raise UserError(
-                        f"building the refdev device in {build_dir} failed ({type(exc).__name__}); check that "
+                        f"building {what} in {build_dir} failed ({type(exc).__name__}); check that "
                         f"{compiler} can build PyTorch extensions (g++ and Python headers) and rerun with "
                         "TORCHCONFORM_REFDEV_VERBOSE=1 to see the compiler output"
                     ) from exc
@@ -140,5 +143,5 @@ def load_extension(verbose: bool = False):
             fcntl.flock(lock, fcntl.LOCK_UN)
     so = _find_so(build_dir, name)
     if so is None:
-        raise UserError(f"refdev build cache {build_dir} is incomplete; delete that folder and rerun")
+        raise UserError(f"the build cache {build_dir} of {what} is incomplete; delete that folder and rerun")
     return _import_so(name, so)

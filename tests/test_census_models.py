@@ -155,6 +155,35 @@ def models_library(model_id):
     return library_version(model_id)
 
 
+def test_the_observer_records_what_a_backend_is_asked_for_as_the_mode_does():
+    import torch
+
+    from torchconform.census import modeltrace
+
+    if modeltrace.native_recorder() is None:
+        pytest.skip("no C++ compiler: the dispatch mode records")
+    lib = torch.library.Library("tc_census_test", "DEF")  # an operator whose CPU kernel calls another
+    lib.define("outer(Tensor x) -> Tensor")
+    lib.impl("outer", lambda x: torch.mul(x, 2), "CPU")
+
+    def run():
+        torch.manual_seed(0)
+        linear = torch.nn.Linear(4, 3)
+        x = torch.randn(2, 4)
+        torch.ops.tc_census_test.outer(x)  # its mul is the kernel's own call: counted for nobody
+        linear(x).softmax(-1).sum().backward()
+
+    with modeltrace.recording() as native:
+        run()
+    with modeltrace.recording(native=False) as mode:
+        run()
+    seen = modeltrace.names(native)
+    assert "aten::linear" not in seen and "aten::addmm" in seen  # a composite is looked through
+    assert "aten::_softmax_backward_data" in seen  # backward's calls count
+    assert "aten::mul.Tensor" not in seen  # only inside a recorded operator
+    assert seen == modeltrace.names(mode)  # on this graph the two recorders agree exactly
+
+
 def test_library_versions_per_family(tmp_path):
     from importlib import metadata
 

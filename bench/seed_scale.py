@@ -24,8 +24,8 @@ Figures are only meaningful on an otherwise idle machine; the load average is pr
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -107,7 +107,27 @@ def seconds(run: dict) -> float:
     return (parse(run["ended"]) - parse(run["started"])).total_seconds()
 
 
-def run_build(args) -> None:
+def run_forwarding_sigterm(cmd, **kw) -> tuple[int, str, bool]:
+    """Run ``cmd``, passing a SIGTERM sent to this script on to it (a session's stop, a CI
+    job's cancel): the run then ends in order, keeping what finished.  Returns its exit
+    status, its standard output, and whether a SIGTERM came."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, **kw)
+    terminated = []
+
+    def forward(signum, frame):
+        terminated.append(signum)
+        proc.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        out, _ = proc.communicate()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return proc.returncode, out, bool(terminated)
+
+
+def run_build(args) -> bool:
+    """The run step; False when it was stopped by SIGTERM (resume it later)."""
     cmd = ["run", "--suite-set", args.suite_set, "--build", args.build, "--db", args.db, "-n", args.workers,
            "--pytorch-src", args.pytorch_src, "--files", args.files]
     if args.shards > 1:
@@ -116,16 +136,17 @@ def run_build(args) -> None:
         cmd += ["--resume"]
     print(f"seed_scale: torchconform {' '.join(map(str, cmd))}", flush=True)
     start = time.perf_counter()
-    with MemorySampler(args.build) as memory:
-        proc = subprocess.run(TC + [str(a) for a in cmd], cwd=args.workdir, stdout=subprocess.PIPE,
-                              stderr=open(Path(args.workdir) / "run.log", "a"), text=True)
+    with MemorySampler(args.build) as memory, open(Path(args.workdir) / "run.log", "a") as log:
+        code, out, terminated = run_forwarding_sigterm(TC + [str(a) for a in cmd], cwd=args.workdir, stderr=log)
     wall = time.perf_counter() - start
-    print(proc.stdout)
-    print(f"run: {wall:.0f} s wall, exit {proc.returncode} (progress in {Path(args.workdir) / 'run.log'})")
+    print(out)
+    print(f"run: {wall:.0f} s wall, exit {code} (progress in {Path(args.workdir) / 'run.log'})"
+          + ("; stopped by SIGTERM: finish it with --resume" if terminated else ""))
     for suite in sorted(memory.controller):
         workers = memory.workers.get(suite, {})
         print(f"  peak memory {suite:<9} controller {memory.controller[suite] / 1024:7.0f} MiB, workers "
               + ", ".join(f"{kib / 1024:.0f}" for kib in sorted(workers.values(), reverse=True)[:8]) + " MiB")
+    return not terminated
 
 
 def report(args) -> bool:
@@ -216,8 +237,8 @@ def main(argv=None) -> int:
     args.build = args.build or datetime.utcnow().strftime("seed-%Y%m%dT%H%M%SZ")
     print(f"seed_scale: build {args.build}, store {args.db}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     if not args.ratios_only:
-        if not args.report_only:
-            run_build(args)
+        if not args.report_only and not run_build(args):
+            return 128 + signal.SIGTERM
         report(args)
     if not args.no_ratios:
         ratios(args)

@@ -71,7 +71,9 @@ class _Flight:
         return now - (self.started or self.running or self.submitted)
 
     def overdue(self, now: float, timeout: float, device: str) -> str | None:
-        """Why the task is to be cancelled now, or None."""
+        """None while the task may go on; else why it is cancelled now: "" when its model
+        overran the timeout (a ``timeout``), a reason when the backend never came up (a
+        ``crash``)."""
         if self.started is not None:
             return "" if now - self.started > timeout else None
         if self.running is not None and now - self.running > STARTUP_TIMEOUT:

@@ -26,8 +26,8 @@ class Step:
 
 
 def load_set(name_or_path: str) -> tuple[str, list[Step]]:
-    """(set name, steps) for a set of sets.yaml or a YAML file holding ``steps:`` (or a
-    ``sets:`` mapping with that set)."""
+    """(set name, steps) for a set of sets.yaml or a YAML file holding ``steps:``, or a
+    ``sets:`` mapping: its one set, or of several the one named after the file."""
     if os.path.sep in name_or_path or name_or_path.endswith((".yaml", ".yml")):
         path, name = name_or_path, os.path.splitext(os.path.basename(name_or_path))[0]
         if not os.path.isfile(path):
@@ -38,6 +38,11 @@ def load_set(name_or_path: str) -> tuple[str, list[Step]]:
     if not isinstance(data, dict):
         raise UserError(f"{path}: a suite-set file is a mapping with 'sets:' or 'steps:'; see {SETS_FILE}")
     sets = data.get("sets") if "sets" in data else {name: data.get("steps")}
+    if path != SETS_FILE and isinstance(sets, dict) and name not in sets:
+        if len(sets) != 1:
+            raise UserError(f"{path} holds the suite sets {', '.join(map(str, sorted(sets)))} and none is named after "
+                            f"the file ({name!r}); keep one set in the file, or give it 'steps:' only")
+        name = next(iter(sets))
     if not isinstance(sets, dict) or name not in sets:
         raise UserError(f"unknown suite set {name!r}; use one of {', '.join(sorted(sets or {}))} or a file path")
     return name, _steps(path, name, sets[name])

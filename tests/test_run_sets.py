@@ -14,7 +14,7 @@ from support import child_env
 from torchconform.db import queries
 from torchconform.db.store import open_store
 from torchconform.errors import UserError
-from torchconform.suites.sets import load_set
+from torchconform.suites.sets import Step, load_set
 
 TESTS = Path(__file__).resolve().parent
 HEALTHY = f"py/{TESTS / 'fixtures' / 'zoo' / 'faulty.py'}::healthy"
@@ -106,5 +106,13 @@ def test_suite_set_errors_are_one_line(tmp_path):
             load_set(str(path))
     with pytest.raises(UserError, match="unknown suite set 'nightly'"):
         load_set("nightly")
+    # a file of sets: its one set whatever the file is called; of several, the one named after it
+    (tmp_path / "mine.yaml").write_text("sets:\n  upstream-only:\n    - {suite: upstream, needs: pytorch_src}\n")
+    assert load_set(str(tmp_path / "mine.yaml")) == ("upstream-only", [Step("upstream", "full", "pytorch_src")])
+    (tmp_path / "two.yaml").write_text("sets:\n  a: [{suite: ops}]\n  two: [{suite: modules}]\n")
+    assert load_set(str(tmp_path / "two.yaml")) == ("two", [Step("modules")])
+    (tmp_path / "both.yaml").write_text("sets:\n  a: [{suite: ops}]\n  b: [{suite: modules}]\n")
+    with pytest.raises(UserError, match="holds the suite sets a, b and none is named after the file"):
+        load_set(str(tmp_path / "both.yaml"))
     proc = tc(["run", "--suite", "all", "--no-db"], tmp_path, check=2)
     assert "drop --no-db" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

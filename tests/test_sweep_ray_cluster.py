@@ -87,7 +87,9 @@ def test_the_model_timeout_counts_from_when_the_model_began(tmp_path, monkeypatc
 def test_a_node_killed_mid_sweep_loses_no_model_and_its_models_run_elsewhere(tmp_path, monkeypatch):
     from ray.cluster_utils import Cluster
 
-    monkeypatch.setenv("TC_SLOW_SECONDS", "0.4")  # per forward (an eval run calls it 5 times); inherited by the raylets
+    # per forward (an eval run calls it 5 times; inherited by the raylets): a sweep of about a
+    # minute, so the killer has time to find a busy worker node after the first rows are stored
+    monkeypatch.setenv("TC_SLOW_SECONDS", "1.0")
     ids = _ids(*(f"slow_{i}" for i in range(30)))
     selection = tmp_path / "models.txt"
     selection.write_text("\n".join(ids) + "\n")
@@ -114,10 +116,16 @@ def test_a_node_killed_mid_sweep_loses_no_model_and_its_models_run_elsewhere(tmp
                 return raylets[parent]
         return None
 
+    def stored_rows() -> int:
+        try:
+            return sum(_rows_per_test(db).values()) if db.exists() else 0
+        except Exception:  # the store busy with the tasks' writes: ask again (an exception would end this thread)
+            return 0
+
     def kill_when_some_are_stored():
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            if db.exists() and sum(_rows_per_test(db).values()) >= 3:
+            if stored_rows() >= 3:
                 node = busy_node()
                 if node is not None:
                     doomed.append(node)

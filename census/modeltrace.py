@@ -4,7 +4,8 @@ Eager (eval, train): the models suite's CPU reference run, recorded by a
 RecordFunction observer (census/csrc/opset.cpp, compiled on first use like
 refdev).  It sees every dispatcher call and keeps what a backend key is asked
 for: an operator that decomposes before reaching a backend (a
-CompositeImplicitAutograd kernel and none of its own for CPU) is looked through,
+CompositeImplicitAutograd kernel and no CPU or CompositeExplicitAutograd kernel of
+its own) is looked through,
 so the device is never asked for ``aten::linear``, only for what it decomposes
 into; the calls a CPU kernel makes inside itself do not count.  Backward's calls
 are recorded too, so train's set holds the backward operators.  It costs about

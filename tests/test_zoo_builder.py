@@ -240,6 +240,19 @@ def test_expected_file_accounts_for_every_model_type():
     assert all(isinstance(why, str) and 0 < len(why) <= 160 for why in not_covered.values())
 
 
+
+def test_a_partial_sweep_updates_only_the_types_it_ran():
+    from torchconform.suites.models import coverage
+
+    pinned = {"covered": ["a", "b"], "not_covered": {"c": "build: x", "d": "cpu run: y"}}
+    merged, changed = coverage.merge_update(pinned, covered=["c"], not_covered={"b": "train fail: z"},
+                                            ran={"b", "c"})
+    assert merged == {"covered": ["a", "c"], "not_covered": {"b": "train fail: z", "d": "cpu run: y"}}
+    assert changed == {"b": ("covered", "not covered"), "c": ("not covered", "covered")}
+    # a type run again with the same status is not a change; one not run keeps its reason
+    merged, changed = coverage.merge_update(pinned, covered=["a"], not_covered={"d": "cpu run: new"}, ran={"a", "d"})
+    assert changed == {} and merged["not_covered"] == {"c": "build: x", "d": "cpu run: new"}
+
 NOISY_MODEL = '''
 import torch
 

@@ -15,6 +15,11 @@ sweep of the full selection:
 
     torchconform sweep --selection full --device cpu --variants eval,train --build cov --db cov.db
     python -m torchconform.suites.models.coverage cov.db cov
+
+After changing how some types are built (an ``overrides.yaml`` entry), sweep just
+those (``sweep --models LIST``) and ``--update`` the pin: they take their new status,
+the rest keep theirs.  A change to the generic rules (``shrink.yaml``, hf_inputs.py)
+reaches every type: sweep the full selection again.
 """
 from __future__ import annotations
 
@@ -167,18 +172,54 @@ def not_covered_from_store(url: str, build: str, model_types) -> dict[str, str]:
     return {name: reason[name] for name in sorted(reason) if name in set(model_types)}
 
 
+def merge_update(pinned: dict, covered: list[str], not_covered: dict[str, str], ran: set[str]) -> tuple[dict, dict]:
+    """The pin ``pinned`` with the model types of ``ran`` measured again: each takes its new
+    status (``covered`` or ``not_covered``); the others keep the pinned one.  Returns the new
+    pin's (covered list, not_covered mapping) and what changed: type -> (before, after)."""
+    was_covered = set(pinned.get("covered") or [])
+    was_not = dict(pinned.get("not_covered") or {})
+    now_covered = (was_covered - ran) | (set(covered) & ran)
+    now_not = {name: why for name, why in was_not.items() if name not in ran}
+    now_not.update({name: why for name, why in not_covered.items() if name in ran})
+    changed = {name: ("covered" if name in was_covered else "not covered",
+                      "covered" if name in now_covered else "not covered")
+               for name in ran if (name in was_covered) != (name in now_covered)}
+    return {"covered": sorted(now_covered), "not_covered": dict(sorted(now_not.items()))}, changed
+
+
 def main(argv=None) -> int:
+    import argparse
+
     import torch
 
     from torchconform.suites.models import hf
 
-    url, build = (argv or sys.argv[1:])[:2]
+    parser = argparse.ArgumentParser(prog="python -m torchconform.suites.models.coverage",
+                                     description="Write the expected covered set of the installed transformers "
+                                                 "and torch from a CPU sweep stored in DB as BUILD.")
+    parser.add_argument("db", help="the store's URL or SQLite path")
+    parser.add_argument("build", help="the sweep's build name")
+    parser.add_argument("--update", action="store_true",
+                        help="the build swept only some model types (sweep --models): those take their new "
+                             "status, every other type keeps the existing pin's")
+    args = parser.parse_args(argv)
     types = hf.model_types()
-    covered = [m for m in covered_from_store(url, build) if m in set(types)]
-    not_covered = not_covered_from_store(url, build, types)
+    covered = [m for m in covered_from_store(args.db, args.build) if m in set(types)]
+    not_covered = not_covered_from_store(args.db, args.build, types)
+    made = "a CPU sweep of the full selection"
+    if args.update:
+        pinned = expected()   # NoPin when there is nothing to update
+        ran = set(types) - {name for name, why in not_covered.items() if why == "not run in this build"}
+        if not ran:
+            raise UserError(f"build {args.build!r} ran no hf model type; sweep some with --models, or drop --update")
+        merged, changed = merge_update(pinned, covered, not_covered, ran)
+        covered, not_covered = merged["covered"], merged["not_covered"]
+        made = f"{pinned.get('made', made)}, then {len(ran)} types swept again"
+        for name, (before, after) in sorted(changed.items()):
+            print(f"  {name}: {before} -> {after}")
     data = {"transformers": hf.version(), "torch": torch.__version__.split("+")[0],
             "model_types": len(types),
-            "runs": "eval, train on cpu", "covered": covered,
+            "runs": "eval, train on cpu", "made": made, "covered": covered,
             # why each other type is not covered: covered + not_covered = model_types
             "not_covered": not_covered}
     with open(path_for(hf.version()), "w", encoding="utf-8") as fh:
@@ -190,4 +231,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -6,8 +6,8 @@
 Measures, each in a fresh process so peak memory is the ingest's own:
   * ingest of the synthetic seed build (bench/gen_outcomes.py) into SQLite, for the
     runner's JUnit (tc attributes) and for plain pytest JUnit (classified);
-    target <= 2 s, and the store part <= 2x a raw sqlite3.executemany of the same rows;
-  * the same into PostgreSQL (a throwaway server, as in the tests);
+    target <= 1.2x the wall time of a raw sqlite3.executemany of the same rows (issue 20);
+  * the same into PostgreSQL (a throwaway server, as in the tests); target <= 2x SQLite's;
   * peak memory of an ingest (target <= 500 MB): the storing process plus, for big
     files, the parsing process it forks (both are alive at once);
   * summary and diff queries on two such builds (target <= 1 s each);
@@ -31,6 +31,13 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 import gen_outcomes  # noqa: E402
+
+
+# Issue 20's targets: an ingest's wall time against a raw executemany of the same rows, and
+# PostgreSQL's ingest against SQLite's.
+INGEST_VS_RAW = 1.2
+PG_VS_SQLITE = 2.0
+DIFF_TARGET_S = 0.5
 
 
 def _peak_mb() -> float:
@@ -256,14 +263,17 @@ def main(argv=None) -> int:
     for label, r in (("runner JUnit", ing_runner), ("plain pytest JUnit", ing_plain)):
         print(f"    ingest {label:<20}         {r['ingest_s']:7.2f} {r['ingest_cpu']:7.2f}   "
               f"{r['ingest_cpu'] / raw['raw_cpu']:.2f}x   {r['ingest_s'] / raw['raw_s']:.2f}x   "
-              f"(target <= 2 s, <= 2x raw; parse alone {r['parse_s']:.2f} s)")
+              f"(target <= {INGEST_VS_RAW}x raw wall: {'OK' if r['ingest_s'] <= INGEST_VS_RAW * raw['raw_s'] else 'OVER'}; "
+              f"parse alone {r['parse_s']:.2f} s)")
     print("\n  peak memory of an ingest (target <= 500 MB): storing + parsing process (pages they share count twice)")
     for label, r in (("runner JUnit", ing_runner), ("plain pytest JUnit", ing_plain)):
         print(f"    {label:<20} {r['peak_mb'] + r['parser_peak_mb']:7.0f} MB   "
               f"({r['peak_mb']:.0f} + {r['parser_peak_mb']:.0f})")
     print("\n  queries on two builds (SQLite, target <= 1 s each)   wall s   CPU s")
     for k in ("summary_s", "diff_s", "op_matrix_s", "leaderboard_s"):
-        print(f"    {k[:-2]:<14}                                   {q_sqlite[k]:6.2f}  {q_sqlite[k[:-2] + '_cpu']:6.2f}")
+        print(f"    {k[:-2]:<14}                                   {q_sqlite[k]:6.2f}  {q_sqlite[k[:-2] + '_cpu']:6.2f}"
+              + (f"   (issue 20: <= {DIFF_TARGET_S} s: {'OK' if q_sqlite[k] <= DIFF_TARGET_S else 'OVER'})"
+                 if k == "diff_s" else ""))
     print("  one build's latest results, every field (no target; the site and the gate read these)")
     for k, what in (("latest_rows_s", "queries.latest_rows (plain rows)"),
                     ("iter_outcomes_s", "queries.iter_outcomes (Outcome objects)"),
@@ -288,7 +298,10 @@ def main(argv=None) -> int:
                 server.stop()
             print("\n  PostgreSQL (COPY bulk path)")
             print(f"    Store.add_outcomes          {pg_store['store_s']:6.2f} s  ({pg_store['store_s'] / raw['raw_s']:.2f}x raw SQLite)")
-            print(f"    ingest runner JUnit         {pg_ing['ingest_s']:6.2f} s  peak {pg_ing['peak_mb'] + pg_ing['parser_peak_mb']:.0f} MB")
+            ratio = pg_ing['ingest_s'] / ing_runner['ingest_s']
+            print(f"    ingest runner JUnit         {pg_ing['ingest_s']:6.2f} s  peak {pg_ing['peak_mb'] + pg_ing['parser_peak_mb']:.0f} MB"
+                  f"  {ratio:.2f}x SQLite's ingest (target <= {PG_VS_SQLITE}x: {'OK' if ratio <= PG_VS_SQLITE else 'OVER'})")
+            print(f"    Store.add_outcomes          {pg_store['store_s'] / store_only['store_s']:.2f}x SQLite's (wall)")
             for k in ("summary_s", "diff_s", "op_matrix_s", "leaderboard_s"):
                 print(f"    {k[:-2]:<14} {pg_q[k]:6.2f} s")
     print(f"\n  machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; on a shared machine wall "

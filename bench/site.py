@@ -1,4 +1,4 @@
-"""Benchmark of the static site: 30 builds of 154k outcomes rendered in <= 20 s, <= 2 MB a build.
+"""Benchmark of the static site: 30 builds of 154k outcomes rendered cold in <= 10 s, a nightly build in <= 2 s.
 
     python bench/site.py [--builds 30] [--n 154000] [--db PATH] [--out DIR] [--phases cold,warm,new]
                          [--full-builds 30] [--extrapolate 365]
@@ -7,7 +7,7 @@ Writes the synthetic builds (bench/gen_outcomes.py, straight through the store
 API; not timed) unless --db already holds them, then times ``build_site`` three
 ways: cold (fresh folder, every build read), warm (same folder, nothing
 changed) and nightly (one new build on top; the others kept).  Prints wall and
-CPU time against the 20 s target, time per query function and in the site's
+CPU time against the targets (cold <= 10 s, nightly <= 2 s), time per query function and in the site's
 own code, home page size against the 300 kB target, the largest HTML page, and
 the largest lazily loaded data file (search index / per-build codes / matrix),
 which no page inlines, and the size of the per-build failure data (messages and
@@ -42,7 +42,9 @@ from torchconform.dashboard import build_site  # noqa: E402
 from torchconform.db import queries as real_queries  # noqa: E402
 from torchconform.db.store import open_store  # noqa: E402
 
-TARGET_S = 20.0
+# Wall-time targets per phase (issue 20): a cold rebuild of 30 builds, and one nightly build on
+# top of them; a warm run (nothing changed) is held to the nightly one.
+TARGETS_S = {"cold": 10.0, "warm": 2.0, "new": 2.0}
 HOME_LIMIT = 300 * 1024
 MB = 2 ** 20
 PER_BUILD_LIMIT = 2 * MB        # the whole site over its builds (issue 20)
@@ -95,14 +97,14 @@ def children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def timed_build(store, out, label, full_builds=30):
+def timed_build(store, out, label, target_s, full_builds=30):
     timed = TimedQueries(real_queries)
     wall, cpu, child = time.perf_counter(), time.process_time(), children_cpu()
     home = build_site(store, out, queries=timed, full_builds=full_builds)
     wall, cpu, child = time.perf_counter() - wall, time.process_time() - cpu, children_cpu() - child
     query_s = sum(timed.seconds.values())
-    print(f"{label:<38} wall {wall:8.2f} s  cpu {cpu + child:8.2f} s   target <= {TARGET_S:.0f} s  "
-          f"ratio {wall / TARGET_S:5.2f}  {'OK' if wall <= TARGET_S else 'OVER'}")
+    print(f"{label:<38} wall {wall:8.2f} s  cpu {cpu + child:8.2f} s   target <= {target_s:.0f} s  "
+          f"ratio {wall / target_s:5.2f}  {'OK' if wall <= target_s else 'OVER'}")
     if child:
         # the per-build work ran in worker processes: their query calls are timed there, not here
         print(f"    in worker processes (cpu) {child:8.2f} s   (TORCHCONFORM_SITE_WORKERS=1 itemises their queries)")
@@ -202,9 +204,11 @@ def main(argv=None) -> int:
     walls = {}
     if "cold" in phases:
         shutil.rmtree(out, ignore_errors=True)
-        home, walls["cold"] = timed_build(store, out, "cold: every build read and rendered", args.full_builds)
+        home, walls["cold"] = timed_build(store, out, "cold: every build read and rendered", TARGETS_S["cold"],
+                                          args.full_builds)
     if "warm" in phases:
-        home, walls["warm"] = timed_build(store, out, "warm: nothing changed, all kept", args.full_builds)
+        home, walls["warm"] = timed_build(store, out, "warm: nothing changed, all kept", TARGETS_S["warm"],
+                                          args.full_builds)
     store.close()
     sizes_ok = report_sizes(out, args.extrapolate, args.full_builds) if (out / ".torchconform-site").is_file() else True
     if "new" in phases:
@@ -215,7 +219,8 @@ def main(argv=None) -> int:
                 shutil.copyfile(str(db) + suffix, str(copy) + suffix)
         with open_store(str(copy)) as nightly:
             write_builds(nightly, 1, args.n, prefix=f"nightly-{int(time.time())}", drift=0.02)
-            home, walls["new"] = timed_build(nightly, out, "nightly: one new build, the rest kept", args.full_builds)
+            home, walls["new"] = timed_build(nightly, out, "nightly: one new build, the rest kept",
+                                             TARGETS_S["new"], args.full_builds)
         for suffix in ("", "-wal", "-shm"):
             Path(str(copy) + suffix).unlink(missing_ok=True)
 
@@ -244,7 +249,7 @@ def main(argv=None) -> int:
         print(f"kept {out}")
     # the temporary folder holds only what --db / --out did not place elsewhere
     shutil.rmtree(tmp, ignore_errors=True)
-    return 0 if max(walls.values(), default=0) <= TARGET_S and home_size <= HOME_LIMIT and sizes_ok else 1
+    return 0 if all(w <= TARGETS_S[k] for k, w in walls.items()) and home_size <= HOME_LIMIT and sizes_ok else 1
 
 
 if __name__ == "__main__":

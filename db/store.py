@@ -411,7 +411,7 @@ class Store:
 
     def _pg_upsert_tests(self, conn: Connection, rows: list[tuple]) -> None:
         """PostgreSQL: COPY the batch's tests into a temporary table, insert the new
-        ones and read every id back with two set statements (no per-row round trips)."""
+        ones and read the others' ids back: set statements, no per-row round trips."""
         cols = ", ".join(TEST_COLUMNS)
         conn.exec_driver_sql("CREATE TEMPORARY TABLE IF NOT EXISTS tc_batch_tests ("
                              + ", ".join(f"{c} TEXT NOT NULL" for c in TEST_COLUMNS) + ") ON COMMIT DELETE ROWS")
@@ -421,11 +421,16 @@ class Store:
             for row in rows:
                 copy.write_row(row)
         # Sorted, so concurrent shards inserting overlapping tests take locks in one order.
-        conn.exec_driver_sql(f"INSERT INTO tests ({cols}) SELECT {cols} FROM tc_batch_tests "
-                             "ORDER BY test_id ON CONFLICT (test_id) DO NOTHING")
-        for pk, tid in conn.exec_driver_sql("SELECT t.id, t.test_id FROM tests t JOIN tc_batch_tests b "
-                                            "ON b.test_id = t.test_id"):
-            self._test_pks[tid] = pk
+        # RETURNING gives the new tests' ids; only those stored before are looked up (by
+        # the unique index: a join with the batch made the planner scan every test).
+        known = self._test_pks
+        known.update((tid, pk) for pk, tid in conn.exec_driver_sql(
+            f"INSERT INTO tests ({cols}) SELECT {cols} FROM tc_batch_tests "
+            "ORDER BY test_id ON CONFLICT (test_id) DO NOTHING RETURNING id, test_id"))
+        stored_before = [row[0] for row in rows if row[0] not in known]
+        if stored_before:
+            known.update((tid, pk) for pk, tid in conn.exec_driver_sql(
+                "SELECT id, test_id FROM tests WHERE test_id = ANY(%s)", (stored_before,)))
 
     def _lookup_tests(self, conn: Connection, test_ids: list[str]) -> None:
         for i in range(0, len(test_ids), LOOKUP_CHUNK):

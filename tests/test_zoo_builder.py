@@ -195,6 +195,8 @@ def test_input_specs_from_data_resolve_config_attributes():
     assert tuple(patches.shape) == (16, 1176)
     mask = hf_inputs.from_spec("mask", {"shape": ["batch", "seq_len"], "kind": "ones"}, config, shape, g)
     assert mask.dtype == torch.long and mask.sum() == 16
+    unpadded = hf_inputs.from_spec("audio_mel_mask", {"shape": ["batch", 32], "kind": "no_padding"}, config, shape, g)
+    assert unpadded.dtype == torch.bool and tuple(unpadded.shape) == (2, 32) and not unpadded.any()
     boxes = hf_inputs.from_spec("bbox", {"shape": ["batch", "seq_len", 4], "kind": "boxes"}, config, shape, g)
     assert bool((boxes[..., 2] >= boxes[..., 0]).all() and (boxes[..., 3] >= boxes[..., 1]).all())
     assert hf_inputs.from_spec("g", {"value": [[1, 4, 4]]}, config, shape, g).tolist() == [[1, 4, 4]]
@@ -216,6 +218,17 @@ def test_fill_none_and_dotted_overrides():
     assert config.text_config.rope_parameters["rope_type"] == "default"  # the rest of the dict kept
     # YAML lists become tuples where the config holds a tuple
     assert hf.make_config("reformer").axial_pos_shape == (2, 4)
+
+
+def test_init_overrides_reach_the_config_constructor_and_are_shrunk(monkeypatch):
+    # DETR builds a timm backbone unless its constructor is given a backbone config
+    monkeypatch.setattr(hf, "_overrides", lambda: {"detr": {"init": {"backbone_config": {"model_type": "resnet"}}}})
+    config = hf.make_config("detr")
+    from transformers import AutoConfig
+
+    assert AutoConfig.for_model("detr").backbone_config.model_type == "timm_backbone"
+    assert config.backbone_config.model_type == "resnet"
+    assert set(config.backbone_config.depths) == {1}   # the generic rules reached it
 
 
 def test_rope_sections_are_rescaled_to_the_shrunk_head():

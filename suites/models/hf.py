@@ -213,9 +213,12 @@ def shrink_config(config, rules: dict | None = None, _depth: int = 0):
 def make_config(model_type: str):
     from transformers import AutoConfig
 
-    config = AutoConfig.for_model(model_type)
+    override = _overrides().get(model_type, {}) or {}
+    # ``init``: arguments of the config's constructor, for choices it makes once (a DETR
+    # config builds a timm backbone unless given a backbone_config); shrunk like the rest.
+    config = AutoConfig.for_model(model_type, **(override.get("init") or {}))
     shrink_config(config)
-    for name, value in (_overrides().get(model_type, {}) or {}).get("config", {}).items():
+    for name, value in override.get("config", {}).items():
         # a dotted name reaches a sub-config or a dict attribute:
         # text_config.num_hidden_layers, rope_parameters.mrope_section
         *parents, leaf = name.split(".")

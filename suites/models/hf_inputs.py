@@ -24,7 +24,7 @@ product (``a*b*2``) of integers and config attributes (dotted paths reach
 sub-configs: ``vision_config.patch_size``).  Kinds: ``randn`` (default),
 ``ones``, ``zeros``, ``ints`` (uniform in [0, ``high``), ``high`` an integer
 or attribute), ``boxes`` (sorted [x0, y0, x1, y1] in [0, 1000)), ``mask``
-(boolean ones).  A spec given for the main input replaces its named rule.
+(boolean ones), ``no_padding`` (boolean zeros: a mask whose True marks padding).  A spec given for the main input replaces its named rule.
 """
 from __future__ import annotations
 
@@ -111,6 +111,8 @@ def from_spec(name: str, spec: dict, config, shape: dict, generator):
         return torch.zeros(*dims, dtype=torch.long)
     if kind == "mask":
         return torch.ones(*dims, dtype=torch.bool)
+    if kind == "no_padding":   # a padding mask where True marks padding: nothing padded
+        return torch.zeros(*dims, dtype=torch.bool)
     if kind == "ints":
         high = _dim(spec.get("high", 100), config, shape)
         return torch.randint(0, max(high, 1), dims, generator=generator)

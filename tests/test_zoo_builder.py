@@ -231,6 +231,16 @@ def test_init_overrides_reach_the_config_constructor_and_are_shrunk(monkeypatch)
     assert set(config.backbone_config.depths) == {1}   # the generic rules reached it
 
 
+def test_a_type_the_auto_mapping_cannot_resolve_builds_the_class_it_lists():
+    from transformers import AutoModel
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    config = hf.make_config("evolla")   # its config class is registered under two names
+    with pytest.raises(ValueError):
+        AutoModel.from_config(config)
+    assert type(hf._base_model(config)).__name__ == MODEL_MAPPING_NAMES["evolla"]
+
+
 def test_rope_sections_are_rescaled_to_the_shrunk_head():
     from transformers import PretrainedConfig
 

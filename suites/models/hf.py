@@ -252,8 +252,6 @@ def _one_line(exc: BaseException) -> str:
 
 def build(name: str, seed: int = 0) -> Built:
     """Build ``hf/<name>`` on CPU with seeded random weights and dummy inputs."""
-    from transformers import AutoModel
-
     skip = (_overrides().get(name, {}) or {}).get("skip")
     if skip:
         raise Unbuildable(f"{name}: {skip}")
@@ -261,7 +259,30 @@ def build(name: str, seed: int = 0) -> Built:
         config = make_config(name)
     except Exception as exc:
         raise Unbuildable(f"config: {type(exc).__name__}: {_one_line(exc)}") from exc
-    return build_from_config(config, AutoModel.from_config, name, seed)
+    return build_from_config(config, _base_model, name, seed)
+
+
+def _base_model(config):
+    """``AutoModel.from_config``, or where the auto mapping cannot find the class it lists
+    for the type (a config class registered under two names, a model class the package
+    does not export) that class from the model's own module: the same model."""
+    import importlib
+
+    from transformers import AutoModel
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    try:
+        return AutoModel.from_config(config)
+    except ValueError:
+        name = MODEL_MAPPING_NAMES.get(config.model_type)
+        if not isinstance(name, str):
+            raise
+        module = model_type_to_module_name(config.model_type)
+        cls = getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), name, None)
+        if cls is None:
+            raise
+        return cls._from_config(config)
 
 
 def build_from_config(config, make, model_type: str, seed: int = 0) -> Built:

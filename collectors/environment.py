@@ -68,10 +68,23 @@ def _launch_command() -> str:
         except (OSError, ValueError, IndexError):
             break
         if any("torchconform" in a for a in argv) and "pytest" not in " ".join(argv[:3]):
-            found = " ".join(argv)
+            found = " ".join(_short_program(argv))
         if pid <= 1:
             break
     return mask_password(found)
+
+
+def _short_program(argv: list[str]) -> list[str]:
+    """The interpreter and a console script by their names (``python -m torchconform run ...``,
+    ``python torchconform run ...``): the venv's path is long, and the host note that carries
+    the launch line has a length limit (collectors/traitnotes.py cuts the longest evidence
+    from its end), so the arguments, which say what ran, come first."""
+    argv = list(argv)
+    if argv and os.path.basename(argv[0]).startswith("python"):
+        argv[0] = os.path.basename(argv[0])
+        if len(argv) > 1 and os.path.basename(argv[1]) == "torchconform":
+            argv[1] = "torchconform"
+    return argv
 
 
 def _backend_version(module: str) -> str:

@@ -159,3 +159,14 @@ def test_trait_note_cuts_evidence_never_values():
     assert name == "environment" and body["os"] == "Linux" and body["evidence_cut"] is True
     with pytest.raises(ValueError):
         trait_note("environment", {"os": "x" * 1000})
+
+
+def test_the_launch_line_names_the_interpreter_and_script_by_name():
+    from torchconform.collectors.environment import _short_program
+
+    venv = "/a/very/long/checkout/path/of/a/ci/runner/.venv/bin"
+    assert _short_program([f"{venv}/python3.11", "-m", "torchconform", "run", "--suite", "traits"]) == \
+        ["python3.11", "-m", "torchconform", "run", "--suite", "traits"]
+    assert _short_program([f"{venv}/python", f"{venv}/torchconform", "run", "--db", "/x/t.db"]) == \
+        ["python", "torchconform", "run", "--db", "/x/t.db"]
+    assert _short_program(["/usr/bin/env", "torchconform"]) == ["/usr/bin/env", "torchconform"]

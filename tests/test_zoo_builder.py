@@ -263,7 +263,6 @@ def test_expected_file_accounts_for_every_model_type():
     assert all(isinstance(why, str) and 0 < len(why) <= 160 for why in not_covered.values())
 
 
-
 def test_a_partial_sweep_updates_only_the_types_it_ran():
     from torchconform.suites.models import coverage
 
@@ -275,6 +274,22 @@ def test_a_partial_sweep_updates_only_the_types_it_ran():
     # a type run again with the same status is not a change; one not run keeps its reason
     merged, changed = coverage.merge_update(pinned, covered=["a"], not_covered={"d": "cpu run: new"}, ran={"a", "d"})
     assert changed == {} and merged["not_covered"] == {"c": "build: x", "d": "cpu run: new"}
+
+
+def test_the_pin_is_left_alone_for_a_missing_store_or_build(tmp_path):
+    from torchconform.db.store import open_store
+    from torchconform.suites.models import coverage
+
+    pin = coverage.path_for(hf.version())
+    before = open(pin, encoding="utf-8").read()
+    with pytest.raises(UserError, match="no database"):
+        coverage.main([str(tmp_path / "none.db"), "cov"])
+    assert not (tmp_path / "none.db").exists()
+    open_store(str(tmp_path / "empty.db")).close()
+    with pytest.raises(UserError, match="unknown build 'cov'"):
+        coverage.main([str(tmp_path / "empty.db"), "cov", "--update"])
+    assert open(pin, encoding="utf-8").read() == before
+
 
 NOISY_MODEL = '''
 import torch

@@ -36,6 +36,10 @@ from torchconform.suites.models.data_files import data_path
 _PIN = re.compile(r"^transformers-(?P<transformers>.+)-torch-(?P<torch>\d+\.\d+)\.yaml$")
 
 
+# The reason of a model type the build has no run of.
+NOT_RUN = "not run in this build"
+
+
 class NoPin(UserError):
     """No expected covered set was made for the running transformers/torch versions."""
 
@@ -163,13 +167,22 @@ def not_covered_from_store(url: str, build: str, model_types) -> dict[str, str]:
             reason[name] = why
     for name in model_types:
         if name not in seen:
-            reason[name] = "not run in this build"
+            reason[name] = NOT_RUN
         elif reason.get(name, "").endswith(":"):
             # Stores keep a message's first line, and some exceptions (transformers'
             # ImportError naming the missing package) put their detail on the next:
             # ask the builder again for the whole of it.
             reason[name] = _rebuild_reason(name) or reason[name]
     return {name: reason[name] for name in sorted(reason) if name in set(model_types)}
+
+
+def _check_build(url: str, build: str) -> None:
+    """UserError unless ``url`` is an existing store holding ``build`` (nothing created)."""
+    from torchconform.config import db_url
+    from torchconform.db.store import open_store
+
+    with open_store(db_url(url), create=False) as store:
+        store.build_row(build)
 
 
 def merge_update(pinned: dict, covered: list[str], not_covered: dict[str, str], ran: set[str]) -> tuple[dict, dict]:
@@ -203,13 +216,14 @@ def main(argv=None) -> int:
                         help="the build swept only some model types (sweep --models): those take their new "
                              "status, every other type keeps the existing pin's")
     args = parser.parse_args(argv)
+    _check_build(args.db, args.build)   # a wrong DB or build name must not empty the pin
     types = hf.model_types()
     covered = [m for m in covered_from_store(args.db, args.build) if m in set(types)]
     not_covered = not_covered_from_store(args.db, args.build, types)
     made = "a CPU sweep of the full selection"
     if args.update:
         pinned = expected()   # NoPin when there is nothing to update
-        ran = set(types) - {name for name, why in not_covered.items() if why == "not run in this build"}
+        ran = set(types) - {name for name, why in not_covered.items() if why == NOT_RUN}
         if not ran:
             raise UserError(f"build {args.build!r} ran no hf model type; sweep some with --models, or drop --update")
         merged, changed = merge_update(pinned, covered, not_covered, ran)

@@ -24,7 +24,8 @@ product (``a*b*2``) of integers and config attributes (dotted paths reach
 sub-configs: ``vision_config.patch_size``).  Kinds: ``randn`` (default),
 ``ones``, ``zeros``, ``ints`` (uniform in [0, ``high``), ``high`` an integer
 or attribute), ``boxes`` (sorted [x0, y0, x1, y1] in [0, 1000)), ``mask``
-(boolean ones), ``no_padding`` (boolean zeros: a mask whose True marks padding).  A spec given for the main input replaces its named rule.
+(boolean ones), ``no_padding`` (boolean zeros: a mask whose True marks
+padding).  A spec given for the main input replaces its named rule.
 """
 from __future__ import annotations
 

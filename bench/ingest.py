@@ -54,7 +54,7 @@ def child_ingest(xml: str, url: str, build: str) -> dict:
     t0 = time.perf_counter()
     # what ingest's parsing process does, garbage collector off as there (also warms the page cache)
     with no_cyclic_gc():
-        n = sum(len(tests) for tests, _ in JunitReader(xml).record_chunks(compact_repro=True))
+        n = sum(len(tests) for tests, _, _ in JunitReader(xml).record_chunks(compact_repro=True))
     parse_s = time.perf_counter() - t0
     base_mb = _peak_mb()
     store = open_store(url)

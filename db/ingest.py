@@ -11,9 +11,12 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import queue
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
 from typing import Iterator
 
 from torchconform.collectors.sink_junit import run_property_value
@@ -21,22 +24,23 @@ from torchconform.db.junit_reader import JunitReader, parse_junit  # noqa: F401 
 from torchconform.errors import UserError
 from torchconform.gcpause import no_cyclic_gc
 
-# Test cases per batch: one add_rows call, and one message from the parsing process.
-BATCH = 10_000
 # Files at least this large (in all) are parsed in a second process while this one
 # writes: parsing and storing cost about the same, so on two cores the ingest takes
 # about half as long.  Smaller inputs are not worth a process.
 PIPELINE_MIN_BYTES = 4 << 20
+# The pipe between the two (see _widen): Linux's default ceiling for an unprivileged process.
+PIPE_BYTES = 1 << 20
 
 
 @dataclass
 class Batch:
-    """Up to BATCH parsed test cases of one file, as store rows."""
+    """A parsed piece of one file, as store rows."""
     file: int                 # index of the file in the ingest's list
     suite: str
     run_properties: dict
     tests: list[tuple]        # db/store.py test_row layout
-    results: list[tuple]      # db/store.py result_fields layout (repro None: the template's)
+    results: list[tuple]      # Store.add_rows layout: value indexes the file's values so far
+    values: list[tuple]       # what results say, first said in this batch (repro None: the template's)
     last: bool                # the file's final batch
     repro_template: str       # the file's (JunitReader.repro_template)
 
@@ -65,10 +69,13 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
             meta: dict = {}
             run_id = None
             per_file: dict[int, int] = {}
-            for batch in batches:
+            value_ids: dict[int, list[int]] = {}   # per file: its values' ids, in the order it said them
+            for batch in merged(batches, store.rows_per_write):
                 if run_id is None:
                     run_id = _start(store, conn, build, paths[batch.file], batch, host, command)
-                stored = store.add_rows(run_id, batch.tests, batch.results, conn=conn)
+                ids = value_ids.setdefault(batch.file, [])
+                ids += store.add_values(run_id, batch.values, conn=conn)
+                stored = store.add_rows(run_id, batch.tests, batch.results, ids, conn=conn)
                 total += stored
                 per_file[batch.file] = per_file.get(batch.file, 0) + stored
                 if batch.last and not per_file[batch.file] and not allow_empty:
@@ -87,6 +94,23 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
     return {"build": build, "files": len(readers), "outcomes": total}
 
 
+def merged(batches: Iterator[Batch], rows: int) -> Iterator[Batch]:
+    """``batches`` with consecutive ones of a file joined until each holds at least
+    ``rows`` test cases (or ends its file): one write per that many rows."""
+    pending = None
+    for batch in batches:
+        if pending is None or pending.file != batch.file:
+            pending = batch
+        else:
+            pending.tests += batch.tests
+            pending.results += batch.results
+            pending.values += batch.values   # in the order said: results index the file's values so far
+            pending.suite, pending.run_properties, pending.last = batch.suite, batch.run_properties, batch.last
+        if pending.last or len(pending.tests) >= rows:
+            yield pending
+            pending = None
+
+
 def _start(store, conn, build, path, batch, host, command) -> int:
     props = batch.run_properties
     return store.start_run(build, suite=batch.suite, selection=props.get("selection") or path,
@@ -95,20 +119,22 @@ def _start(store, conn, build, path, batch, host, command) -> int:
 
 
 def parsed_here(readers: list[JunitReader]) -> Iterator[Batch]:
-    """Every file's test cases as batches of store rows, parsed in this process."""
-    # The first piece parsed goes out on its own: the storing side starts that much sooner.
-    size = 1
+    """Every file's test cases as batches of store rows, parsed in this process: one
+    batch per piece of the file parsed (db/junit_parse.py: pieces grow from 32 KiB to
+    1 MiB, about 4,000 test cases, so the storing side starts soon and then keeps busy),
+    and after a file's last piece an empty batch that says so."""
     for index, reader in enumerate(readers):
-        tests: list[tuple] = []
-        results: list[tuple] = []
-        for chunk_tests, chunk_results in reader.record_chunks(compact_repro=True):
-            tests += chunk_tests
-            results += chunk_results
-            if len(tests) >= size:
-                yield Batch(index, reader.suite, dict(reader.run_properties), tests, results, False,
-                            reader.repro_template or "")
-                tests, results, size = [], [], BATCH
-        yield Batch(index, reader.suite, dict(reader.run_properties), tests, results, True, reader.repro_template or "")
+        for tests, results, values in reader.record_chunks(compact_repro=True):
+            # In test id order (stable: a test's attempts keep theirs), as the store inserts
+            # them: its sorts then find the work done, on the side that has time for it.
+            pairs = sorted(zip(tests, results), key=_test_id_of_pair)
+            yield Batch(index, reader.suite, dict(reader.run_properties), [p[0] for p in pairs],
+                        [p[1] for p in pairs], values, False, reader.repro_template or "")
+        yield Batch(index, reader.suite, dict(reader.run_properties), [], [], [], True, reader.repro_template or "")
+
+
+def _test_id_of_pair(pair: tuple) -> str:
+    return pair[0][0]
 
 
 def _can_fork() -> bool:
@@ -127,6 +153,7 @@ class ParsedInChild:
     def __init__(self, readers: list[JunitReader]):
         ctx = multiprocessing.get_context("fork")
         self._receive, send = ctx.Pipe(duplex=False)
+        _widen(send)
         self._child = ctx.Process(target=_child_main, args=(readers, send), daemon=True,
                                   name="torchconform-ingest-parser")
         self._child.start()
@@ -156,19 +183,45 @@ class ParsedInChild:
         self._child.join()
 
 
+def _widen(connection) -> None:
+    # A pipe holds 64 KiB by default, so the parsing process would wait in send() for
+    # this one to read each batch (about 1 MB) while it still stores the previous one.
+    # Room for a whole batch lets it go on parsing; the size is a hint (Linux only).
+    try:
+        import fcntl
+
+        fcntl.fcntl(connection.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
 def _child_main(readers, send) -> None:
     # Short-lived and cycle-free: the collector would only walk the heap inherited
     # from the parent (touching, and so copying, its pages) for nothing.
     gc.disable()
+    # Batches go out from a thread, so parsing never waits for the storing side to read
+    # (it runs ahead by as many batches as it likes: the file's rows, pickled, are a
+    # fraction of the file).  The thread waits in write(), without the GIL.
+    outbox: queue.SimpleQueue = queue.SimpleQueue()
+    sender = threading.Thread(target=_send_all, args=(outbox, send), daemon=True)
+    sender.start()
     try:
         for batch in parsed_here(readers):
-            send.send(("batch", batch))
-        send.send(("done", None))
+            outbox.put(ForkingPickler.dumps(("batch", batch)))
+        outbox.put(ForkingPickler.dumps(("done", None)))
     except UserError as exc:
-        send.send(("user_error", str(exc)))
-    except BrokenPipeError:
-        pass  # the storing side stopped (its own error); nothing left to tell it
+        outbox.put(ForkingPickler.dumps(("user_error", str(exc))))
     except BaseException:
-        send.send(("crash", traceback.format_exc()))
+        outbox.put(ForkingPickler.dumps(("crash", traceback.format_exc())))
     finally:
+        outbox.put(None)
+        sender.join()
         send.close()
+
+
+def _send_all(outbox: queue.SimpleQueue, send) -> None:
+    while (message := outbox.get()) is not None:
+        try:
+            send.send_bytes(message)
+        except OSError:
+            return  # the storing side stopped (its own error); nothing left to tell it

@@ -7,16 +7,13 @@ from their failure/error/skip messages by the one classifier,
 ``collectors.classify.classify_text``, so an ingested file and a live run of the same
 tests agree.
 
-Parsing is expat with handlers that keep only what an outcome needs (a test case's
-attributes, its tc fields, its first result element and captured output): no tree
-is built, and a 150k-case file streams in bounded memory.  junitparser, which wraps
-ElementTree elements in objects, stays the reference reader in the tests: building
-and wrapping every element costs more than the rest of the ingest.
+Parsing (db/junit_parse.py) streams the file and hands over each test case's
+attributes, tc fields, first result element and captured output; this module turns
+them into store rows, caching what repeats (tc values, messages, places, values).
 """
 from __future__ import annotations
 
 import os
-from xml.parsers import expat
 
 from torchconform.collectors.classify import classify_text
 from torchconform.collectors.numeric import FIELDS, as_float
@@ -24,12 +21,11 @@ from torchconform.collectors.outcome import (
     PASS, PASS_FALLBACK, Outcome, bound_message, check_outcome, render_repro,
 )
 from torchconform.collectors.sink_junit import class_part, decode_tc, test_id_of_case, unescape_tc
+from torchconform.db.junit_parse import iter_cases
 from torchconform.db.store import outcome_from_rows
+from torchconform.db.values import US_PER_S, duration_us
 from torchconform.errors import UserError
 
-RESULT_TAGS = ("failure", "error", "skipped")
-CAPTURE_TAGS = ("system-out", "system-err")
-CHUNK = 1 << 20
 # Classifier verdicts kept per reader (skip reasons repeat thousands of times).
 CACHE_LIMIT = 50_000
 # The numerical error fields (results' last two columns) and what a tc value holding one contains.
@@ -37,120 +33,8 @@ ERROR_FIELDS = frozenset(FIELDS)
 ERROR_KEY = "_err="
 _ABS_KEY, _REL_SEP = FIELDS[0] + "=", ";" + FIELDS[1] + "="
 NO_ERRORS = (None, None)
-
-
-def _parse_error(path: str, exc: expat.ExpatError) -> UserError:
-    reason = expat.errors.messages.get(exc.code, str(exc))
-    return UserError(f"{path}:{exc.lineno}: malformed or truncated XML ({reason}, column {exc.offset}); "
-                     "fix or regenerate the file and ingest again")
-
-
-def _not_junit(path: str, tag: str) -> UserError:
-    return UserError(f"{path}: not a JUnit XML report (root element <{tag}>, expected <testsuites> or <testsuite>); "
-                     "pass a file written by pytest --junitxml or another JUnit reporter")
-
-
-def iter_cases(path: str, run_properties: dict, on_case):
-    """Streams a JUnit file, calling ``on_case(attributes, packed tc value or None,
-    older-form tc fields, result tag, result attributes, result text, captured output,
-    its <testsuite>'s state)`` at each </testcase>; yields (None) after each piece of
-    the file parsed.  A suite's state is [outer suite name, tc defaults, two caches
-    for the reader, repro template]; ``run_properties`` receives the suites' ``tc.run.*``
-    as they come."""
-    # expat with closures over plain locals: the handlers run once per element, so
-    # each attribute lookup counts.
-    depth = 0
-    suites: list[tuple[int, list]] = []         # per open <testsuite>: depth, state
-    case_depth = -1                             # depth of the open <testcase>, -1 outside one
-    attrs_ = props = result_attrs = packed = None
-    result_tag = result_text = ""
-    captured: list[str] = []
-    text: list[str] | None = None               # character data of the element being captured
-    text_depth = 0
-    text_into = ""                              # "result", "captured" or a tc field's name
-    no_suite = ["", {}, {}, {}, ""]
-
-    def start(tag, attrs):
-        nonlocal depth, case_depth, attrs_, props, packed, result_tag, result_attrs, result_text, captured
-        nonlocal text, text_depth, text_into
-        depth += 1
-        if case_depth >= 0:
-            if tag == "property":
-                if depth == case_depth + 2:  # <testcase><properties><property>
-                    name = attrs.get("name", "")
-                    if name == "tc":
-                        packed = attrs.get("value") or ""
-                    elif name.startswith("tc."):
-                        value = attrs.get("value")
-                        if value is None:
-                            text, text_depth, text_into = [], depth, name[3:]
-                        else:
-                            props[name[3:]] = value
-            elif depth == case_depth + 1:
-                if tag in RESULT_TAGS:
-                    if not result_tag:
-                        result_tag, result_attrs = tag, attrs
-                        text, text_depth, text_into = [], depth, "result"
-                elif tag in CAPTURE_TAGS:
-                    text, text_depth, text_into = [], depth, "captured"
-            return
-        if depth == 1 and tag not in ("testsuites", "testsuite"):
-            raise _not_junit(path, tag)
-        if tag == "testcase":
-            case_depth, attrs_, packed, props, result_tag, result_attrs, result_text, captured = \
-                depth, attrs, attrs.get("tc"), {}, "", {}, "", []
-        elif tag == "property":
-            if suites and depth == suites[-1][0] + 2:  # the suite's own <properties>
-                name = attrs.get("name") or ""
-                if name.startswith("tc.run."):
-                    run_properties.setdefault(name[7:], attrs.get("value", ""))
-                elif name == "tc.default.repro":  # a template (outcome.repro_template)
-                    suites[-1][1][4] = attrs.get("value", "")
-                elif name.startswith("tc.default."):
-                    suites[-1][1][1][name[11:]] = attrs.get("value", "")
-        elif tag == "testsuite":
-            outer = suites[-1][1] if suites else None
-            suites.append((depth, [outer[0], dict(outer[1]), {}, {}, outer[4]] if outer else
-                           [attrs.get("name") or "", {}, {}, {}, ""]))
-
-    def end(tag):
-        nonlocal depth, case_depth, text, result_text
-        if text is not None and depth == text_depth:
-            joined, text = "".join(text), None
-            if text_into == "result":
-                result_text = joined
-            elif text_into == "captured":
-                captured.append(joined)
-            else:
-                props[text_into] = joined
-        elif depth == case_depth:
-            case_depth = -1
-            on_case(attrs_, packed, props, result_tag, result_attrs, result_text, captured,
-                    suites[-1][1] if suites else no_suite)
-        elif suites and depth == suites[-1][0]:
-            suites.pop()
-        depth -= 1
-
-    def data(chunk):
-        if text is not None:
-            text.append(chunk)
-
-    parser = expat.ParserCreate()
-    parser.buffer_text = True
-    parser.buffer_size = 1 << 16
-    parser.StartElementHandler = start
-    parser.EndElementHandler = end
-    parser.CharacterDataHandler = data
-    with open(path, "rb") as f:
-        while True:
-            chunk = f.read(CHUNK)
-            try:
-                parser.Parse(chunk, not chunk)
-            except expat.ExpatError as exc:
-                raise _parse_error(path, exc) from None
-            yield
-            if not chunk:
-                return
+# The cached entry of a tc value that says no outcome: the test case is classified.
+CLASSIFY = ()
 
 
 class JunitReader:
@@ -176,15 +60,21 @@ class JunitReader:
 
     def outcomes(self):
         """Outcome records, one per test case, in file order."""
-        for tests, results in self.record_chunks():
-            for test, result in zip(tests, results):
-                yield outcome_from_rows(test, result)
+        values: list[tuple] = []
+        for tests, results, new_values in self.record_chunks():
+            values += new_values
+            for test, (attempt, value, us, abs_err, rel_err) in zip(tests, results):
+                v = values[value]
+                yield outcome_from_rows(test, (attempt, *v[:6], us / US_PER_S, v[6], v[7], abs_err, rel_err))
 
     def record_chunks(self, compact_repro: bool = False):
-        """Per test case, its ``tests`` row and ``results`` fields (db/store.py's
-        ``test_row`` and ``result_fields`` layout), a parsed piece of the file at a time,
-        as two lists that ingest extends its batches with: what ingest stores, without
-        building Outcome objects.
+        """What ingest stores, a parsed piece of the file at a time, without building
+        Outcome objects: ``(tests, results, values)``, three lists.  Per test case, its
+        ``tests`` row (db/store.py's ``test_row`` layout) and its results row
+        ``(attempt, value, duration in microseconds, max_abs_err, max_rel_err)``, where
+        ``value`` indexes every value this reader has yielded so far: what a result
+        says, VALUE_COLUMNS order (db/values.py).  ``values`` are the values first said
+        in this piece: a file of 150k test cases says a few thousand things, each once.
 
         ``compact_repro``: a repro command that ``repro_template`` (the file's, fixed
         at its first test case) gives is left as None, as the store keeps it (a run
@@ -201,6 +91,15 @@ class JunitReader:
         first_template = None
         tests: list[tuple] = []
         results: list[tuple] = []
+        # value -> its index (every value yielded so far); the values new in this chunk
+        value_index: dict[tuple, int] = {}
+        new_values: list[tuple] = []
+        # Per-case texts that repeat (bounded like the other caches): a message as given
+        # -> as stored; a time attribute -> microseconds; (classname, file) -> the file,
+        # the class part and the test-id prefix
+        messages: dict[str, str] = {}
+        durations: dict[str | None, int] = {}
+        places: dict[tuple, tuple] = {}
 
         def suite_of(fields, state) -> str:
             # --suite wins, then the runner's per-test tc suite, then the run's, then the outer suite's name.
@@ -208,18 +107,18 @@ class JunitReader:
             self.suite = self.suite or suite
             return suite
 
-        def new_entry(attrs, fields, state) -> tuple:
+        def new_entry(name, fields, state) -> tuple:
             # What a test case's tc fields (its suite's defaults applied) say, checked
-            # once per distinct tc value: (tests-row tail, test id or "", suite,
-            # results-row head, a passing outcome's message, repro, template to render
-            # the repro from).  Repro: its own, "" with no template, None when left to
-            # the run's template (compact_repro), else rendered per test.
+            # once per distinct tc value: (op, variant, dtype, test id or "", suite,
+            # attempt, the value's first six fields, a passing outcome's message, repro,
+            # template to render the repro from).  Repro: its own, "" with no template,
+            # None when left to the run's template (compact_repro), else rendered per test.
             outcome, kind = fields["outcome"], fields.get("kind", "")
             try:
                 check_outcome(outcome, kind)
                 attempt = int(fields.get("attempt") or 1)
             except ValueError as exc:
-                test = fields.get("test_id") or attrs.get("name")
+                test = fields.get("test_id") or name
                 raise UserError(f"{path}: test {test!r} has inconsistent tc properties ({exc}); "
                                 "regenerate the file with the torchconform runner") from None
             suite = suite_of(fields, state)
@@ -230,48 +129,78 @@ class JunitReader:
                     repro = ""
                 elif not (compact_repro and template == first_template):
                     render_from = template
-            return ((fields.get("op", ""), fields.get("variant", ""), fields.get("dtype", "")),
-                    fields.get("test_id", ""), suite,
-                    (attempt, outcome, kind, fields.get("missing_op", ""),
+            message = fields.get("message", "")
+            return (fields.get("op", ""), fields.get("variant", ""), fields.get("dtype", ""),
+                    fields.get("test_id", ""), suite, attempt,
+                    (outcome, kind, fields.get("missing_op", ""),
                      " ".join(fallback.replace(",", " ").split()) if fallback else "",
                      fields.get("skiplist_entry", ""), fields.get("device", "")),
-                    fields.get("message", ""), repro, render_from)
+                    bound_message(message) if message else "", repro, render_from)
 
-        def entry_but_op(attrs, packed, state):
-            # Most distinct tc values differ only by op: their entries are the entry of
-            # the value without its op (cached too) with the op put in.  None when the
-            # value has no op field, or two.
+        def entry_of(name, packed, state):
+            # (op, new_entry of the tc value) of a packed tc value; cached per suite, as is
+            # the entry of the value without its op: most distinct values differ only by
+            # op.  CLASSIFY (cached too) when the value says no outcome: the caller classifies
+            # the case from its result element, as for a file from another writer.
             if packed.startswith("op="):
                 end = packed.find(";")
                 rest, op = ("", packed[3:]) if end < 0 else (packed[end + 1:], packed[3:end])
             else:
                 at = packed.find(";op=")
-                if at < 0:
-                    return None
                 end = packed.find(";", at + 4)
-                rest, op = (packed[:at], packed[at + 4:]) if end < 0 else \
+                rest, op = (packed, None) if at < 0 else (packed[:at], packed[at + 4:]) if end < 0 else \
                     (packed[:at] + packed[end:], packed[at + 4:end])
-            if rest.startswith("op=") or ";op=" in rest:
-                return None
+            if op is not None and (rest.startswith("op=") or ";op=" in rest):
+                rest, op = packed, None   # two op fields: decoded whole, and said to be malformed
             base = state[3].get(rest)
             if base is None:
                 try:
-                    fields = {**state[1], **(decode_tc(rest, shared) if rest else {})}
+                    fields = {**state[1], **decode_tc(rest, shared)} if rest else dict(state[1])
                 except ValueError:
-                    return None  # the whole value is malformed too: the caller says so
+                    _decode(packed, path, name, shared)   # raises, naming the whole value
+                    raise
                 if not fields.get("outcome"):
-                    return None
-                base = new_entry(attrs, fields, state)
+                    if len(state[2]) < CACHE_LIMIT:
+                        state[2][packed] = CLASSIFY
+                    return CLASSIFY
+                base = new_entry(name, fields, state)
                 if len(state[3]) < CACHE_LIMIT:
                     state[3][rest] = base
-            if "%" in op:
-                op = unescape_tc(op)
-            entry = ((shared(op, op),) + base[0][1:],) + base[1:]
+            if op is None:
+                entry = (base[0], base)
+            else:
+                if "%" in op:
+                    op = unescape_tc(op)
+                entry = (shared(op, op), base)
             if len(state[2]) < CACHE_LIMIT:
                 state[2][packed] = entry
             return entry
 
-        def on_case(attrs, packed, props, result_tag, result_attrs, result_text, captured, state):
+        def value_of(value: tuple) -> int:
+            index = value_index.get(value)
+            if index is None:
+                index = value_index[value] = len(value_index)
+                new_values.append(value)
+            return index
+
+        def duration_of(text) -> int:
+            us = durations.get(text)
+            if us is None:
+                us = _duration_us(text)
+                if len(durations) < CACHE_LIMIT:
+                    durations[text] = us
+            return us
+
+        def place_of(classname: str, file_: str) -> tuple:
+            key = (classname, file_)
+            place = places[key] = (file_, class_part(classname, file_), test_id_of_case(classname, "", file_),
+                                   test_id_of_case(classname, "x", file_)[:-1])
+            if len(places) > CACHE_LIMIT:
+                places.clear()
+            return place
+
+        def on_case(classname, name, time_, file_, packed, props, result_tag, result_attrs, result_text, captured,
+                    state):
             # Called by the parser at each </testcase>: one tests row and one results row.
             nonlocal first_template
             if first_template is None:
@@ -279,72 +208,86 @@ class JunitReader:
             # The numerical errors differ per test: split off before the cache lookups.
             errors = NO_ERRORS
             if packed and ERROR_KEY in packed:
-                packed, errors = _split_errors(packed, path, attrs, shared)
+                packed, errors = _split_errors(packed, path, name, shared)
             if props and (props.keys() & ERROR_FIELDS):
-                errors = _errors(props, path, attrs)
+                errors = _errors(props, path, name)
             # The runner's form, a packed tc value or none (with its suite's defaults),
             # repeats across tests: its checked entry is cached per suite.
-            entry = None if props else state[2].get(packed)
-            if entry is None and packed and not props:
-                entry = entry_but_op(attrs, packed, state)
-            if entry is None:
-                defaults = state[1]
-                fields = {**defaults, **_decode(packed, path, attrs, shared), **props} if packed or defaults else props
-                if not fields.get("outcome"):
-                    test, result = classified_record(attrs, fields, result_tag, result_attrs, result_text, captured,
-                                                     suite_of(fields, state), profile, verdicts, shared)
-                    tests.append(test)
-                    results.append(result + errors)
-                    return
-                entry = new_entry(attrs, fields, state)
-                if not props and len(state[2]) < CACHE_LIMIT:
-                    state[2][packed] = entry
-            tail, test_id, suite, head, message, repro, render_from = entry
-            classname = attrs.get("classname") or ""
-            name = attrs.get("name") or ""
-            file_ = attrs.get("file") or ""
-            test_id = test_id or test_id_of_case(classname, name, file_)
+            if props:
+                entry = CLASSIFY
+                fields = {**state[1], **_decode(packed, path, name, shared), **props}
+                if fields.get("outcome"):
+                    base = new_entry(name, fields, state)
+                    entry = (base[0], base)
+            else:
+                entry = state[2].get(packed or "")
+                if entry is None:
+                    entry = entry_of(name, packed or "", state)
+            name = name or ""
+            classname, file_ = classname or "", file_ or ""
+            place = places.get((classname, file_)) or place_of(classname, file_)
+            if entry is CLASSIFY:
+                fields = {**state[1], **_decode(packed, path, name, shared), **props} if packed or props else state[1]
+                tests.append((fields.get("test_id") or (place[3] + name if name else place[2]), suite_of(fields, state),
+                               place[0], place[1], name, fields.get("op", ""), fields.get("variant", ""),
+                               fields.get("dtype", "")))
+                value = classified_value(fields, result_tag, result_attrs, result_text, captured, profile, verdicts)
+                results.append((1, value_of(value), duration_of(time_)) + errors)
+                return
+            # The rest runs for every test case: the helpers' cache lookups are inlined.
+            op, (_, variant, dtype, test_id, suite, attempt, head, message, repro, render_from) = entry
+            if not test_id:
+                test_id = place[3] + name if name else place[2]
             if render_from:
-                repro = render_repro(render_from, test_id, tail[0])
+                repro = render_repro(render_from, test_id, op)
             if result_tag:
-                message = result_attrs.get("message") or result_text
-            if message:
-                message = bound_message(message)
-                message = shared(message, message)
-            tests.append((test_id, suite, shared(file_, file_), class_part(classname, file_), name) + tail)
-            results.append(head + (_duration(attrs), message, repro) + errors)
+                text = result_attrs.get("message") or result_text
+                message = messages.get(text)
+                if message is None:
+                    message = bound_message(text)
+                    if len(messages) < CACHE_LIMIT:
+                        messages[text] = message
+            value = head + (message, repro)
+            index = value_index.get(value)
+            if index is None:
+                index = value_of(value)
+            us = durations.get(time_)
+            if us is None:
+                us = duration_of(time_)
+            tests.append((test_id, suite, place[0], place[1], name, op, variant, dtype))
+            results.append((attempt, index, us, *errors))
 
         for _ in iter_cases(path, run_props, on_case):
             if tests:
-                chunk = (tests, results)
-                tests, results = [], []
+                chunk = (tests, results, new_values)
+                tests, results, new_values = [], [], []
                 strings.clear()  # the objects stay shared within a chunk, enough for pickle
                 yield chunk
 
 
-def _decode(packed: str | None, path: str, attrs: dict, shared) -> dict:
+def _decode(packed: str | None, path: str, name: str, shared) -> dict:
     if not packed:
         return {}
     try:
         return decode_tc(packed, shared)
     except ValueError as exc:
-        raise _bad_case(path, attrs, exc) from None
+        raise _bad_case(path, name, exc) from None
 
 
-def _bad_case(path: str, attrs: dict, exc: ValueError) -> UserError:
-    return UserError(f"{path}: test case {attrs.get('name')!r}: {exc}; regenerate the file "
+def _bad_case(path: str, name: str, exc: ValueError) -> UserError:
+    return UserError(f"{path}: test case {name!r}: {exc}; regenerate the file "
                      "with the torchconform runner")
 
 
-def _errors(fields: dict, path: str, attrs: dict) -> tuple:
+def _errors(fields: dict, path: str, name: str) -> tuple:
     """(max_abs_err, max_rel_err) of a test case's tc fields, None where absent."""
     try:
         return tuple(as_float(fields.get(name)) for name in FIELDS)
     except ValueError as exc:
-        raise _bad_case(path, attrs, exc) from None
+        raise _bad_case(path, name, exc) from None
 
 
-def _split_errors(packed: str, path: str, attrs: dict, shared) -> tuple[str, tuple]:
+def _split_errors(packed: str, path: str, name: str, shared) -> tuple[str, tuple]:
     """(the tc value without its error fields, the errors).  The runner writes them last,
     both (``...;max_abs_err=A;max_rel_err=R``: read without decoding, once per test case);
     any other arrangement is decoded, and a value with other fields after them is kept
@@ -356,13 +299,13 @@ def _split_errors(packed: str, path: str, attrs: dict, shared) -> tuple[str, tup
             try:
                 errors = (_error(packed[at + len(_ABS_KEY):cut]), _error(packed[cut + len(_REL_SEP):]))
             except ValueError as exc:
-                raise _bad_case(path, attrs, exc) from None
+                raise _bad_case(path, name, exc) from None
             return (packed[:at - 1] if at else ""), errors
     at = min((i for i in (packed.find(name + "=") for name in FIELDS) if i >= 0), default=-1)
     if at < 0:
         return packed, NO_ERRORS
-    tail = _decode(packed[at:], path, attrs, shared)
-    errors = _errors(tail, path, attrs)
+    tail = _decode(packed[at:], path, name, shared)
+    errors = _errors(tail, path, name)
     if tail.keys() <= ERROR_FIELDS:
         packed = packed[:at - 1] if at else ""
     return packed, errors
@@ -375,43 +318,45 @@ def _error(text: str) -> float:
     return number
 
 
-def _duration(attrs: dict) -> float:
+def _duration_us(text: str | None) -> int:
+    """A time attribute as whole microseconds (0 when missing or not a finite number)."""
     try:
-        return float(attrs.get("time") or 0.0)
-    except ValueError:
-        return 0.0
+        return duration_us(float(text or 0.0))
+    except (ValueError, OverflowError):
+        return 0
 
 
-def classified_record(attrs: dict, props: dict, result_tag: str, result_attrs: dict, result_text: str,
-                      captured: list[str], suite: str, profile, cache: dict, shared) -> tuple[tuple, tuple]:
-    """One test case without torchconform's classification -> (tests row, results
-    fields), classified from its rendered text like the plugin would."""
-    classname = attrs.get("classname") or ""
-    name = attrs.get("name") or ""
-    file_ = attrs.get("file") or ""
-    file_ = shared(file_, file_)
-    test = (props.get("test_id") or test_id_of_case(classname, name, file_), suite, file_,
-            class_part(classname, file_), name, props.get("op", ""), props.get("variant", ""), props.get("dtype", ""))
+def classified_value(fields: dict, result_tag: str, result_attrs: dict, result_text: str, captured, profile,
+                     cache: dict) -> tuple:
+    """What the result of a test case without torchconform's classification says
+    (VALUE_COLUMNS order), classified from its rendered text like the plugin would;
+    ``cache`` keeps the verdict and the stored message per result element."""
     if result_tag:
-        status, type_name = result_tag, result_attrs.get("type") or ""
-        text = "\n".join(t for t in (result_attrs.get("message"), result_text) if t)
+        message, type_name = result_attrs.get("message"), result_attrs.get("type") or ""
+        key = (result_tag, type_name, message, result_text)
     else:
-        status, text, type_name = "passed", "", ""
-    key = (text, status, type_name)
-    verdict = cache.get(key)
-    if verdict is None:
-        verdict = classify_text(text, profile, status=status, type_name=type_name)
+        key = message = type_name = None
+    known = cache.get(key)
+    if known is None:
+        if result_tag:
+            text = "\n".join(t for t in (message, result_text) if t)
+            verdict = classify_text(text, profile, status=result_tag, type_name=type_name)
+            stored = bound_message(verdict.message or message or result_text)
+        else:
+            verdict = classify_text("", profile, status="passed", type_name="")
+            stored = bound_message(verdict.message) if verdict.message else None   # None: the case's own
+        known = (verdict, stored)
         if len(cache) < CACHE_LIMIT:
-            cache[key] = verdict
-    fallback = []
+            cache[key] = known
+    verdict, stored = known
+    fallback = ""
     if verdict.outcome == PASS and captured:
         # A pass whose captured output shows CPU-fallback warnings passed only through fallback.
-        fallback = profile.find_fallback_ops("\n".join(captured))
-    message = bound_message(verdict.message or
-                            ((result_attrs.get("message") or result_text) if result_tag else props.get("message", "")))
-    return test, (1, PASS_FALLBACK if fallback else verdict.outcome, verdict.kind, verdict.missing_op,
-                  " ".join(fallback), verdict.skiplist_entry, props.get("device", ""), _duration(attrs),
-                  shared(message, message), props.get("repro", ""))
+        fallback = " ".join(profile.find_fallback_ops("\n".join(captured)))
+    if stored is None:
+        stored = bound_message(fields.get("message", ""))
+    return (PASS_FALLBACK if fallback else verdict.outcome, verdict.kind, verdict.missing_op, fallback,
+            verdict.skiplist_entry, fields.get("device", ""), stored, fields.get("repro", ""))
 
 
 def parse_junit(path: str, suite: str | None = None, profile=None) -> list[Outcome]:

@@ -48,6 +48,7 @@ REPRO_AT = RESULT_COLUMNS.index("repro") - 3
 STORED_RESULT_COLUMNS = ("build_id", "run_id", "test_pk", "attempt", "value_id", "duration_us",
                          "max_abs_err", "max_rel_err")
 _TEST_PK = operator.itemgetter(2)
+_FIRST = operator.itemgetter(0)   # a test row's id, a results row's test pk (SQLite)
 
 # Page size of a new SQLite database (bytes).
 SQLITE_PAGE_SIZE = 16384
@@ -111,6 +112,9 @@ class Store:
         self._test_pks: dict[str, int] = {}
         # value tuple -> result_values.id, likewise (values are never deleted)
         self._value_ids = ValueIds(self.dialect)
+        # Rows a bulk writer (ingest) should hand each add_rows call: on PostgreSQL every
+        # statement is a round trip to the server, on SQLite a call costs next to nothing.
+        self.rows_per_write = 6_000 if self.dialect == "postgresql" else 1
 
     # -- connections ---------------------------------------------------------------
     def __repr__(self):
@@ -304,7 +308,7 @@ class Store:
         if conn is None:
             with self.write() as c:
                 return self.add_outcomes(run_id, outcomes, conn=c)
-        build_id, template = self._run(conn, run_id)
+        _, template = self._run(conn, run_id)
         test_rows = [test_row(o) for o in outcomes]
         result_rows = [result_fields(o) for o in outcomes]
         if not template:
@@ -313,7 +317,10 @@ class Store:
             at = REPRO_AT
             result_rows = [r[:at] + (None,) + r[at + 1:] if r[at] == render_repro(template, t[0], t[5]) else r
                            for t, r in zip(test_rows, result_rows)]
-        n = self._insert_results(conn, build_id, run_id, test_rows, result_rows)
+        said = [r[1:7] + r[8:10] for r in result_rows]
+        index = {v: i for i, v in enumerate(dict.fromkeys(said))}
+        rows = [(r[0], index[v], duration_us(r[7]), r[10], r[11]) for r, v in zip(result_rows, said)]
+        n = self.add_rows(run_id, test_rows, rows, self.add_values(run_id, list(index), conn=conn), conn=conn)
         if any(o.trace for o in outcomes):
             # A model run's operator set (Outcome.trace), in the outcome's transaction: a run
             # interrupted after the outcome was stored has its set stored too.
@@ -322,18 +329,40 @@ class Store:
             save_traces(self, outcomes, conn)
         return n
 
-    def add_rows(self, run_id: int, test_rows: list[tuple], result_rows: list[tuple],
-                 conn: Connection | None = None) -> int:
-        """``add_outcomes`` for outcomes already flattened by ``test_row``/``result_fields``
-        (pairwise): ingest builds these in a parsing process and sends them over.  A
-        repro of None stands for the run's ``repro_template`` rendered for the test."""
+    def add_values(self, run_id: int, values: list[tuple], conn: Connection) -> list[int]:
+        """The result_values ids of ``values`` (what results say, VALUE_COLUMNS order: see
+        db/values.py), inserting the unseen ones, noted as said in the run's build."""
+        build_id, _ = self._run(conn, run_id)
+        ids = self._value_ids.ids(conn, values)
+        note_build_values(conn, self.dialect, build_id, ids)
+        return ids
+
+    def add_rows(self, run_id: int, test_rows: list[tuple], result_rows: list[tuple], value_ids: list[int],
+                 conn: Connection) -> int:
+        """Store results already flattened (ingest builds them in a parsing process and
+        sends them over): per result its ``test_row`` and ``(attempt, value, duration in
+        microseconds, max_abs_err, max_rel_err)``, pairwise, where ``value`` indexes
+        ``value_ids`` (from ``add_values`` on this run).  A value's repro of None stands
+        for the run's ``repro_template`` rendered for the test."""
         if not test_rows:
             return 0
-        if conn is None:
-            with self.write() as c:
-                return self.add_rows(run_id, test_rows, result_rows, conn=c)
         build_id, _ = self._run(conn, run_id)
-        return self._insert_results(conn, build_id, run_id, test_rows, result_rows)
+        pks = self._test_pk_map(conn, test_rows)
+        # Rows go in in test order (stable: a test twice in a batch keeps its attempts'
+        # order), so the (build, test) index grows at its end instead of splitting pages.
+        if self.dialect == "sqlite":
+            # The build and run are written into the statement: two values fewer to bind per row.
+            rows = [(pks[t[0]], r[0], value_ids[r[1]], r[2], r[3], r[4]) for t, r in zip(test_rows, result_rows)]
+            rows.sort(key=_FIRST)
+            conn.exec_driver_sql(f"INSERT INTO results ({', '.join(STORED_RESULT_COLUMNS)}) "
+                                 f"VALUES ({int(build_id)}, {int(run_id)}, ?, ?, ?, ?, ?, ?)", rows)
+        else:
+            rows = [(build_id, run_id, pks[t[0]], r[0], value_ids[r[1]], r[2], r[3], r[4])
+                    for t, r in zip(test_rows, result_rows)]
+            rows.sort(key=_TEST_PK)
+            self._bulk_insert(conn, "results", STORED_RESULT_COLUMNS, rows)
+        conn.execute(update(runs).where(runs.c.id == run_id).values(n_results=runs.c.n_results + len(rows)))
+        return len(rows)
 
     @staticmethod
     def _run(conn: Connection, run_id: int) -> tuple[int, str]:
@@ -342,21 +371,6 @@ class Store:
         if row is None:
             raise UserError(f"unknown run id {run_id}; start a run with Store.start_run first")
         return row[0], row[1]
-
-    def _insert_results(self, conn: Connection, build_id: int, run_id: int, test_rows: list[tuple],
-                        result_rows: list[tuple]) -> int:
-        """Store ``result_fields`` rows: what each says interned in result_values (db/values.py)."""
-        pks = self._test_pk_map(conn, test_rows)
-        value_ids = self._value_ids.ids(conn, [r[1:7] + r[8:10] for r in result_rows])
-        rows = [(build_id, run_id, pks[t[0]], r[0], vid, duration_us(r[7]), r[10], r[11])
-                for t, r, vid in zip(test_rows, result_rows, value_ids)]
-        # In test order (stable: a test twice in a batch keeps its attempts' order), so
-        # the (build, test) index grows at its end instead of splitting pages all over.
-        rows.sort(key=_TEST_PK)
-        self._bulk_insert(conn, "results", STORED_RESULT_COLUMNS, rows)
-        note_build_values(conn, self.dialect, build_id, value_ids)
-        conn.execute(update(runs).where(runs.c.id == run_id).values(n_results=runs.c.n_results + len(rows)))
-        return len(rows)
 
     @staticmethod
     def _learn_repro_template(conn: Connection, run_id: int, test_rows: list[tuple], result_rows: list[tuple]) -> str:
@@ -373,10 +387,10 @@ class Store:
     def _test_pk_map(self, conn: Connection, test_rows: list[tuple]) -> dict[str, int]:
         """tests.id for every test of the batch (rows from ``test_row``), inserting the unseen ones."""
         known = self._test_pks
-        wanted: dict[str, tuple] = {}
-        for row in test_rows:
-            if row[0] not in known and row[0] not in wanted:
-                wanted[row[0]] = row
+        # The batch's unseen tests, each with its first row (C-level loops: ingest passes 150k rows).
+        wanted = dict(zip(map(_FIRST, reversed(test_rows)), reversed(test_rows)))
+        for test_id in wanted.keys() & known.keys():
+            del wanted[test_id]
         if not wanted:
             return known
         # Sorted by test id: the unique index on tests.test_id then grows at its end
@@ -406,7 +420,7 @@ class Store:
             "SELECT max(id), (SELECT test_id FROM tests WHERE id = ?) FROM tests", (top + 1,)).one()
         if last != top + len(rows) or first_tid != rows[0][0]:
             return False
-        self._test_pks.update(zip((r[0] for r in rows), range(top + 1, last + 1)))
+        self._test_pks.update(zip(map(_FIRST, rows), range(top + 1, last + 1)))
         return True
 
     def _pg_upsert_tests(self, conn: Connection, rows: list[tuple]) -> None:

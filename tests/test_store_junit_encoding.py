@@ -10,6 +10,7 @@ from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from torchconform.collectors.outcome import Outcome
 from torchconform.collectors.sink_junit import decode_tc, encode_tc, suite_defaults, write_junit
 from torchconform.db import ingest as ingest_module
+from torchconform.db import junit_parse
 from torchconform.db import queries
 from torchconform.db.ingest import ingest, parse_junit
 from torchconform.errors import UserError
@@ -203,7 +204,9 @@ def test_tc_values_that_differ_by_op_read_like_any_other(tmp_path):
 def pipeline(monkeypatch):
     """Force ingest through its parsing process whatever the file size."""
     monkeypatch.setattr(ingest_module, "PIPELINE_MIN_BYTES", 0)
-    monkeypatch.setattr(ingest_module, "BATCH", 7)
+    # pieces of a few test cases: many batches cross the pipe
+    monkeypatch.setattr(junit_parse, "FIRST_CHUNK", 600)
+    monkeypatch.setattr(junit_parse, "CHUNK", 2000)
     if not ingest_module._can_fork():
         pytest.skip("ingest's parsing process needs fork (Linux) and two CPUs")
 

@@ -192,11 +192,11 @@ class JunitReader:
             return us
 
         def place_of(classname: str, file_: str) -> tuple:
-            key = (classname, file_)
-            place = places[key] = (file_, class_part(classname, file_), test_id_of_case(classname, "", file_),
-                                   test_id_of_case(classname, "x", file_)[:-1])
-            if len(places) > CACHE_LIMIT:
-                places.clear()
+            # (file, class part, test id of a nameless case, test-id prefix of a named one)
+            place = (file_, class_part(classname, file_), test_id_of_case(classname, "", file_),
+                     test_id_of_case(classname, "x", file_)[:-1])
+            if len(places) < CACHE_LIMIT:
+                places[(classname, file_)] = place
             return place
 
         def on_case(classname, name, time_, file_, packed, props, result_tag, result_attrs, result_text, captured,

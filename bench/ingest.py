@@ -290,10 +290,13 @@ def main(argv=None) -> int:
         except Exception as exc:  # no server here: say so and keep the SQLite figures
             print(f"\n  PostgreSQL: skipped ({exc})")
         else:
+            # Each measurement starts from a checkpointed server, as each SQLite one starts from
+            # a fresh file: what the previous one left in the buffers is not written during it.
             try:
-                pg_store = run_child("child_store_only", args.n, server.new_database(), "S")
-                pg_ing = run_child("child_ingest", files["runner"], server.new_database(), "R")
-                pg_q = run_child("child_queries", server.new_database(), files["runner"], files["runner_b"])
+                pg_store = run_child("child_store_only", args.n, server.new_database(checkpoint=True), "S")
+                pg_ing = run_child("child_ingest", files["runner"], server.new_database(checkpoint=True), "R")
+                pg_q = run_child("child_queries", server.new_database(checkpoint=True), files["runner"],
+                                 files["runner_b"])
             finally:
                 server.stop()
             print("\n  PostgreSQL (COPY bulk path)")

@@ -21,6 +21,7 @@ from typing import Iterator
 
 from torchconform.collectors.sink_junit import run_property_value
 from torchconform.db.junit_reader import JunitReader, parse_junit  # noqa: F401  (the reader's home)
+from torchconform.db.values import digest
 from torchconform.errors import UserError
 from torchconform.gcpause import no_cyclic_gc
 
@@ -41,6 +42,7 @@ class Batch:
     tests: list[tuple]        # db/store.py test_row layout
     results: list[tuple]      # Store.add_rows layout: value indexes the file's values so far
     values: list[tuple]       # what results say, first said in this batch (repro None: the template's)
+    digests: list[int]        # the values' digests (db/values.py), made on the parsing side
     last: bool                # the file's final batch
     repro_template: str       # the file's (JunitReader.repro_template)
 
@@ -74,7 +76,7 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
                 if run_id is None:
                     run_id = _start(store, conn, build, paths[batch.file], batch, host, command)
                 ids = value_ids.setdefault(batch.file, [])
-                ids += store.add_values(run_id, batch.values, conn=conn)
+                ids += store.add_values(run_id, batch.values, conn=conn, digests=batch.digests)
                 stored = store.add_rows(run_id, batch.tests, batch.results, ids, conn=conn)
                 total += stored
                 per_file[batch.file] = per_file.get(batch.file, 0) + stored
@@ -105,6 +107,7 @@ def merged(batches: Iterator[Batch], rows: int) -> Iterator[Batch]:
             pending.tests += batch.tests
             pending.results += batch.results
             pending.values += batch.values   # in the order said: results index the file's values so far
+            pending.digests += batch.digests
             pending.suite, pending.run_properties, pending.last = batch.suite, batch.run_properties, batch.last
         if pending.last or len(pending.tests) >= rows:
             yield pending
@@ -129,8 +132,9 @@ def parsed_here(readers: list[JunitReader]) -> Iterator[Batch]:
             # them: its sorts then find the work done, on the side that has time for it.
             pairs = sorted(zip(tests, results), key=_test_id_of_pair)
             yield Batch(index, reader.suite, dict(reader.run_properties), [p[0] for p in pairs],
-                        [p[1] for p in pairs], values, False, reader.repro_template or "")
-        yield Batch(index, reader.suite, dict(reader.run_properties), [], [], [], True, reader.repro_template or "")
+                        [p[1] for p in pairs], values, [digest(v) for v in values], False, reader.repro_template or "")
+        yield Batch(index, reader.suite, dict(reader.run_properties), [], [], [], [], True,
+                    reader.repro_template or "")
 
 
 def _test_id_of_pair(pair: tuple) -> str:

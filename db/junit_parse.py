@@ -246,9 +246,10 @@ def iter_cases(path: str, run_properties: dict, on_case):
         first = True
         size = FIRST_CHUNK
         while True:
-            # Pieces grow from small to CHUNK: the storing side waits for the first ones.
+            # Pieces grow from small to CHUNK, by half each time: the storing side waits for
+            # the first one, then stores each piece while the next, not much larger, is parsed.
             chunk = f.read(size)
-            size = min(2 * size, CHUNK)
+            size = min(size * 3 // 2, CHUNK)
             if first:
                 fast = fast_lines_possible(chunk[:512])
                 first = False

@@ -112,6 +112,8 @@ class Store:
         self._test_pks: dict[str, int] = {}
         # value tuple -> result_values.id, likewise (values are never deleted)
         self._value_ids = ValueIds(self.dialect)
+        # run id -> build id, likewise
+        self._run_builds: dict[int, int] = {}
         # Rows a bulk writer (ingest) should hand each add_rows call: on PostgreSQL every
         # statement is a round trip to the server, on SQLite a call costs next to nothing.
         self.rows_per_write = 6_000 if self.dialect == "postgresql" else 1
@@ -153,6 +155,7 @@ class Store:
                 # Tests and values inserted by the rolled-back transaction are gone: forget their ids.
                 self._test_pks.clear()
                 self._value_ids.clear()
+                self._run_builds.clear()
                 raise
             finally:
                 if bulk_sqlite:  # the pooled connection goes back as it came, or not at all
@@ -329,11 +332,13 @@ class Store:
             save_traces(self, outcomes, conn)
         return n
 
-    def add_values(self, run_id: int, values: list[tuple], conn: Connection) -> list[int]:
+    def add_values(self, run_id: int, values: list[tuple], conn: Connection, digests: list[int] | None = None
+                   ) -> list[int]:
         """The result_values ids of ``values`` (what results say, VALUE_COLUMNS order: see
-        db/values.py), inserting the unseen ones, noted as said in the run's build."""
-        build_id, _ = self._run(conn, run_id)
-        ids = self._value_ids.ids(conn, values)
+        db/values.py), inserting the unseen ones, noted as said in the run's build;
+        ``digests``: their ``values.digest``, when the caller has them."""
+        build_id = self._build_of_run(conn, run_id)
+        ids = self._value_ids.ids(conn, values, digests)
         note_build_values(conn, self.dialect, build_id, ids)
         return ids
 
@@ -346,7 +351,7 @@ class Store:
         for the run's ``repro_template`` rendered for the test."""
         if not test_rows:
             return 0
-        build_id, _ = self._run(conn, run_id)
+        build_id = self._build_of_run(conn, run_id)
         pks = self._test_pk_map(conn, test_rows)
         # Rows go in in test order (stable: a test twice in a batch keeps its attempts'
         # order), so the (build, test) index grows at its end instead of splitting pages.
@@ -361,8 +366,16 @@ class Store:
                     for t, r in zip(test_rows, result_rows)]
             rows.sort(key=_TEST_PK)
             self._bulk_insert(conn, "results", STORED_RESULT_COLUMNS, rows)
-        conn.execute(update(runs).where(runs.c.id == run_id).values(n_results=runs.c.n_results + len(rows)))
+        conn.exec_driver_sql("UPDATE runs SET n_results = n_results + {0} WHERE id = {1}".format(
+            len(rows), int(run_id)))
         return len(rows)
+
+    def _build_of_run(self, conn: Connection, run_id: int) -> int:
+        # A run never changes build: asked once per run (ingest writes one batch after another).
+        build_id = self._run_builds.get(run_id)
+        if build_id is None:
+            build_id = self._run_builds[run_id] = self._run(conn, run_id)[0]
+        return build_id
 
     @staticmethod
     def _run(conn: Connection, run_id: int) -> tuple[int, str]:
@@ -437,14 +450,15 @@ class Store:
         # Sorted, so concurrent shards inserting overlapping tests take locks in one order.
         # RETURNING gives the new tests' ids; only those stored before are looked up (by
         # the unique index: a join with the batch made the planner scan every test).
+        # The driver's cursor: psycopg builds the (test_id, id) pairs in C, 150k of them.
         known = self._test_pks
-        known.update((tid, pk) for pk, tid in conn.exec_driver_sql(
-            f"INSERT INTO tests ({cols}) SELECT {cols} FROM tc_batch_tests "
-            "ORDER BY test_id ON CONFLICT (test_id) DO NOTHING RETURNING id, test_id"))
+        cursor.execute(f"INSERT INTO tests ({cols}) SELECT {cols} FROM tc_batch_tests "
+                       "ORDER BY test_id ON CONFLICT (test_id) DO NOTHING RETURNING test_id, id")
+        known.update(cursor.fetchall())
         stored_before = [row[0] for row in rows if row[0] not in known]
         if stored_before:
-            known.update((tid, pk) for pk, tid in conn.exec_driver_sql(
-                "SELECT id, test_id FROM tests WHERE test_id = ANY(%s)", (stored_before,)))
+            cursor.execute("SELECT test_id, id FROM tests WHERE test_id = ANY(%s)", (stored_before,))
+            known.update(cursor.fetchall())
 
     def _lookup_tests(self, conn: Connection, test_ids: list[str]) -> None:
         for i in range(0, len(test_ids), LOOKUP_CHUNK):

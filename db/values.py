@@ -69,20 +69,22 @@ class ValueIds:
     def clear(self) -> None:
         self.known.clear()
 
-    def ids(self, conn: Connection, values) -> list[int]:
-        """The id of every value of ``values`` (a list of tuples), in order."""
+    def ids(self, conn: Connection, values, digests: list[int] | None = None) -> list[int]:
+        """The id of every value of ``values`` (a list of tuples), in order; ``digests``:
+        their ``digest``, when the caller has them (ingest's parsing process does)."""
         known = self.known
         unseen = list(dict.fromkeys(v for v in values if v not in known))
         if unseen:
-            self._resolve(conn, unseen)
+            self._resolve(conn, unseen, dict(zip(values, digests)) if digests is not None else {})
         return [known[v] for v in values]
 
-    def _resolve(self, conn: Connection, values: list[tuple]) -> None:
+    def _resolve(self, conn: Connection, values: list[tuple], digests: dict) -> None:
         salt = 0
         while values:
             by_digest: dict[int, tuple] = {}
             for v in values:
-                by_digest.setdefault(digest(v, salt), v)   # a second value of a digest waits
+                d = digests.get(v) if salt == 0 else None
+                by_digest.setdefault(digest(v, salt) if d is None else d, v)   # a second value of a digest waits
             self._fetch(conn, by_digest)
             missing = [d for d, v in by_digest.items() if v not in self.known]
             if missing:

@@ -81,13 +81,17 @@ class PgServer:
         # trust auth accepts any password; carrying one lets tests check it is never printed.
         return f"postgresql+psycopg://postgres:{PASSWORD}@127.0.0.1:{self.port}/{database}"
 
-    def new_database(self) -> str:
+    def new_database(self, checkpoint: bool = False) -> str:
+        """A new empty database's URL; ``checkpoint``: the server first writes out what
+        earlier databases left in its buffers (a benchmark's measurements start alike)."""
         import psycopg
 
         name = f"tc_{os.getpid()}_{next(self._names)}"
         with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres",
                              autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
+            if checkpoint:
+                conn.execute("CHECKPOINT")
         return self.url(name)
 
 

@@ -164,3 +164,30 @@ def test_unescape_takes_only_what_the_sink_writes():
     assert junit_parse.unescape("&#x41;") is None
     assert junit_parse.unescape("a & b") is None
     assert junit_parse.unescape("&amp") is None
+
+
+def test_random_outcomes_read_the_same_both_ways(tmp_path, monkeypatch):
+    # Names, messages and fields drawn from the characters a line reader could get wrong.
+    import random
+
+    rng = random.Random(20)
+    palette = 'ab <>&"\'\t\n\r;=%]]>\u00e9\u4e2d\U0001f600\x1b\x00\ud800\ufffe{}'
+
+    def text(k):
+        return "".join(rng.choice(palette) for _ in range(rng.randint(0, k)))
+
+    kinds = [("pass", ""), ("fail", ""), ("error", ""), ("crash", ""), ("xfail", ""), ("xpass", ""),
+             ("skip_eligibility", ""), ("skip_backend", "missing_op"), ("pass_fallback", "")]
+    outcomes = []
+    for i in range(400):
+        outcome, kind = rng.choice(kinds)
+        name = f"test_{i}_{text(6)}"
+        outcomes.append(Outcome(f"m/t.py::C{i % 3}::{name}", outcome, kind=kind, file="m/t.py", cls=f"C{i % 3}",
+                                name=name, op=rng.choice(["add", "a;b", text(4)]), dtype=rng.choice(["", "float32"]),
+                                device="refdev:0", message=text(30), missing_op="aten::x" if kind else "",
+                                fallback_ops=["aten::mm"] if outcome == "pass_fallback" else [],
+                                duration=rng.random(), max_abs_err=rng.choice([None, 0.5, 1e-9])))
+    path = tmp_path / "random.xml"
+    write_junit(str(path), {"suite": "ops"}, outcomes)
+    result, taken = both(path, monkeypatch)
+    assert len(result) == len(outcomes) and taken > 100

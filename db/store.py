@@ -402,7 +402,8 @@ class Store:
         known = self._test_pks
         # The batch's unseen tests, each with its first row (C-level loops: ingest passes 150k rows).
         wanted = dict(zip(map(_FIRST, reversed(test_rows)), reversed(test_rows)))
-        for test_id in wanted.keys() & known.keys():
+        seen = wanted.keys() & known.keys()
+        for test_id in seen:
             del wanted[test_id]
         if not wanted:
             return known
@@ -411,30 +412,36 @@ class Store:
         rows = sorted(wanted.values())
         if self.dialect == "postgresql":
             self._pg_upsert_tests(conn, rows)
-        else:
-            # Insert-or-ignore first, then one lookup: cheaper than looking up twice.
-            # ON CONFLICT: the test may exist from an earlier build or another writer.
-            top = conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM tests").scalar_one()
-            dbapi = conn.connection.driver_connection
-            changes = dbapi.total_changes
-            self._bulk_insert(conn, "tests", TEST_COLUMNS, rows, ignore_conflict="test_id")
-            if not self._took_next_ids(conn, rows, top, dbapi.total_changes - changes):
-                self._lookup_tests(conn, list(wanted))
-        return known
+            return known
+        # Insert-or-ignore first, then one lookup: cheaper than looking up twice.
+        # ON CONFLICT: the test may exist from an earlier build or another writer.
+        top = conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM tests").scalar_one()
+        dbapi = conn.connection.driver_connection
+        changes = dbapi.total_changes
+        self._bulk_insert(conn, "tests", TEST_COLUMNS, rows, ignore_conflict="test_id")
+        new = self._took_next_ids(conn, rows, top, dbapi.total_changes - changes)
+        if new is None:
+            self._lookup_tests(conn, list(wanted))   # remembered: a build of known tests
+            return known
+        if seen:
+            known.update(new)
+            return known
+        # Tests new to the store are not remembered: a fresh build's ingest would fill a
+        # dict of every test for nothing.  A next build of them looks them up once.
+        return new
 
-    def _took_next_ids(self, conn: Connection, rows: list[tuple], top: int, inserted: int) -> bool:
+    def _took_next_ids(self, conn: Connection, rows: list[tuple], top: int, inserted: int) -> dict | None:
         """SQLite: when every test of the batch was new, the inserts (we hold the write
         lock) took the ids after ``top`` in order, so no lookup is needed -- a fresh
-        build's ingest skips reading 150k ids back.  Checked, not assumed: the new
-        maximum and the first new row must match, else the caller looks the ids up."""
+        build's ingest skips reading 150k ids back: {test id: id}.  Checked, not assumed:
+        the new maximum and the first new row must match, else None (look them up)."""
         if not rows or inserted != len(rows):
-            return False
+            return None
         last, first_tid = conn.exec_driver_sql(
             "SELECT max(id), (SELECT test_id FROM tests WHERE id = ?) FROM tests", (top + 1,)).one()
         if last != top + len(rows) or first_tid != rows[0][0]:
-            return False
-        self._test_pks.update(zip(map(_FIRST, rows), range(top + 1, last + 1)))
-        return True
+            return None
+        return dict(zip(map(_FIRST, rows), range(top + 1, last + 1)))
 
     def _pg_upsert_tests(self, conn: Connection, rows: list[tuple]) -> None:
         """PostgreSQL: COPY the batch's tests into a temporary table, insert the new

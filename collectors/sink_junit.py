@@ -112,15 +112,15 @@ def class_part(classname: str, file: str) -> str:
 def test_id_of_case(classname: str, name: str, file: str) -> str:
     """The test id a JUnit test case names without a ``test_id`` tc field: with a file
     attribute pytest's node id (file::Class::name), else the convention classname::name."""
-    prefix = _test_id_prefix(classname, file)
+    prefix = test_id_prefix(classname, file)
     if name:
         return prefix + name
     return prefix[:-2] if file else prefix
 
 
 @functools.lru_cache(maxsize=4096)
-def _test_id_prefix(classname: str, file: str) -> str:
-    # What precedes the test's name in its id, "::" included (called once per test case at ingest).
+def test_id_prefix(classname: str, file: str) -> str:
+    """What precedes a named test case's name in its id (``test_id_of_case``), "::" included."""
     if file:
         cls = class_part(classname, file)
         return f"{file}::{cls}::" if cls else f"{file}::"

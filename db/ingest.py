@@ -8,6 +8,7 @@ Big inputs are parsed in a second process while this one stores (``ParsedInChild
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -167,10 +168,13 @@ class ParsedInChild:
         while True:
             try:
                 kind, payload = self._receive.recv()
-            except EOFError:
+            except (EOFError, OSError):   # OSError: it died halfway through a message
                 self._child.join()
-                raise RuntimeError(f"the ingest parsing process died (exit code {self._child.exitcode}) "
-                                   "before sending every test case") from None
+                code = self._child.exitcode
+                how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                raise UserError(f"the ingest parsing process died ({how}) before sending every test case; "
+                                "nothing was stored: run the ingest again (if it was killed for memory, "
+                                "ingest fewer files at a time)") from None
             if kind == "batch":
                 yield payload
             elif kind == "done":
@@ -190,13 +194,12 @@ class ParsedInChild:
 def _widen(connection) -> None:
     # A pipe holds 64 KiB by default, so the parsing process would wait in send() for
     # this one to read each batch (about 1 MB) while it still stores the previous one.
-    # Room for a whole batch lets it go on parsing; the size is a hint (Linux only).
-    try:
+    # Room for a whole batch lets it go on parsing.  Only a hint: elsewhere than Linux,
+    # or past the system's ceiling, the pipe keeps its size and ingest works the same.
+    with contextlib.suppress(ImportError, AttributeError, OSError):
         import fcntl
 
         fcntl.fcntl(connection.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-    except (ImportError, AttributeError, OSError):
-        pass
 
 
 def _child_main(readers, send) -> None:
@@ -209,14 +212,17 @@ def _child_main(readers, send) -> None:
     outbox: queue.SimpleQueue = queue.SimpleQueue()
     sender = threading.Thread(target=_send_all, args=(outbox, send), daemon=True)
     sender.start()
+    def post(kind: str, payload) -> None:
+        outbox.put(ForkingPickler.dumps((kind, payload)))
+
     try:
         for batch in parsed_here(readers):
-            outbox.put(ForkingPickler.dumps(("batch", batch)))
-        outbox.put(ForkingPickler.dumps(("done", None)))
+            post("batch", batch)
+        post("done", None)
     except UserError as exc:
-        outbox.put(ForkingPickler.dumps(("user_error", str(exc))))
+        post("user_error", str(exc))
     except BaseException:
-        outbox.put(ForkingPickler.dumps(("crash", traceback.format_exc())))
+        post("crash", traceback.format_exc())
     finally:
         outbox.put(None)
         sender.join()

@@ -20,7 +20,7 @@ from torchconform.collectors.numeric import FIELDS, as_float
 from torchconform.collectors.outcome import (
     PASS, PASS_FALLBACK, Outcome, bound_message, check_outcome, render_repro,
 )
-from torchconform.collectors.sink_junit import class_part, decode_tc, test_id_of_case, unescape_tc
+from torchconform.collectors.sink_junit import class_part, decode_tc, test_id_of_case, test_id_prefix, unescape_tc
 from torchconform.db.junit_parse import iter_cases
 from torchconform.db.store import outcome_from_rows
 from torchconform.db.values import US_PER_S, duration_us
@@ -176,25 +176,23 @@ class JunitReader:
                 state[2][packed] = entry
             return entry
 
-        def value_of(value: tuple) -> int:
-            index = value_index.get(value)
-            if index is None:
-                index = value_index[value] = len(value_index)
-                new_values.append(value)
+        # What to do when a per-case cache lookup misses (the lookups themselves are
+        # inlined in on_case, which runs for every test case).
+        def new_value(value: tuple) -> int:
+            index = value_index[value] = len(value_index)
+            new_values.append(value)
             return index
 
-        def duration_of(text) -> int:
-            us = durations.get(text)
-            if us is None:
-                us = _duration_us(text)
-                if len(durations) < CACHE_LIMIT:
-                    durations[text] = us
+        def new_duration(text) -> int:
+            us = _duration_us(text)
+            if len(durations) < CACHE_LIMIT:
+                durations[text] = us
             return us
 
-        def place_of(classname: str, file_: str) -> tuple:
+        def new_place(classname: str, file_: str) -> tuple:
             # (file, class part, test id of a nameless case, test-id prefix of a named one)
             place = (file_, class_part(classname, file_), test_id_of_case(classname, "", file_),
-                     test_id_of_case(classname, "x", file_)[:-1])
+                     test_id_prefix(classname, file_))
             if len(places) < CACHE_LIMIT:
                 places[(classname, file_)] = place
             return place
@@ -225,16 +223,18 @@ class JunitReader:
                     entry = entry_of(name, packed or "", state)
             name = name or ""
             classname, file_ = classname or "", file_ or ""
-            place = places.get((classname, file_)) or place_of(classname, file_)
+            place = places.get((classname, file_)) or new_place(classname, file_)
             if entry is CLASSIFY:
                 fields = {**state[1], **_decode(packed, path, name, shared), **props} if packed or props else state[1]
                 tests.append((fields.get("test_id") or (place[3] + name if name else place[2]), suite_of(fields, state),
                                place[0], place[1], name, fields.get("op", ""), fields.get("variant", ""),
                                fields.get("dtype", "")))
                 value = classified_value(fields, result_tag, result_attrs, result_text, captured, profile, verdicts)
-                results.append((1, value_of(value), duration_of(time_)) + errors)
+                index = value_index.get(value)
+                us = durations.get(time_)
+                results.append((1, new_value(value) if index is None else index,
+                                new_duration(time_) if us is None else us) + errors)
                 return
-            # The rest runs for every test case: the helpers' cache lookups are inlined.
             op, (_, variant, dtype, test_id, suite, attempt, head, message, repro, render_from) = entry
             if not test_id:
                 test_id = place[3] + name if name else place[2]
@@ -250,10 +250,10 @@ class JunitReader:
             value = head + (message, repro)
             index = value_index.get(value)
             if index is None:
-                index = value_of(value)
+                index = new_value(value)
             us = durations.get(time_)
             if us is None:
-                us = duration_of(time_)
+                us = new_duration(time_)
             tests.append((test_id, suite, place[0], place[1], name, op, variant, dtype))
             results.append((attempt, index, us, *errors))
 

@@ -3,6 +3,7 @@ read back exactly, the older forms (packed tc property, one property per field),
 ingest's parsing process (pipeline)."""
 import multiprocessing
 import os
+import signal
 
 import pytest
 
@@ -294,3 +295,21 @@ def test_junit_sink_rewrites_take_a_bounded_share_of_the_run(tmp_path, monkeypat
     assert len(quick) >= 6 and all(10.0 <= b - a <= 13.0 for a, b in zip(quick, quick[1:]))
     sink.pytest_torchconform_run_end(None, {}, 0)
     assert writes[-1][1] == 60
+
+
+def test_a_killed_parsing_process_is_one_user_error_and_stores_nothing(store, tmp_path, pipeline, monkeypatch):
+    path = tmp_path / "a.xml"
+    write_junit(str(path), {"suite": "ops"}, tricky_outcomes())
+    real = ingest_module.parsed_here
+
+    def parse_then_die(readers):
+        # in the forked parsing process: one batch out, then killed as by the OOM killer
+        for batch in real(readers):
+            yield batch
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(ingest_module, "parsed_here", parse_then_die)
+    with pytest.raises(UserError, match=r"parsing process died \(killed by signal 9\).*nothing was stored"):
+        ingest(store, [str(path)], "killed")
+    assert queries.list_builds(store) == []
+    assert multiprocessing.active_children() == []

@@ -31,6 +31,8 @@ COMPOSITE_KEYS = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAu
 DENSE_KEYS = ("CPU", "CUDA", "HIP", "XLA", "MPS", "IPU", "XPU", "HPU", "VE", "Lazy", "MTIA", "MAIA",
               "PrivateUse1", "PrivateUse2", "PrivateUse3")
 PYTHON_DECOMP = "python-decomposition"
+# missing although the backend has a boxed CPU fallback: the fallback has no CPU kernel to call
+NO_CPU_KERNEL = "fallback-without-cpu-kernel"
 
 Has = Callable[[str, str], bool]
 
@@ -134,8 +136,15 @@ def classify(ops: Iterable[str], keys: Keys, has: Has = torch_has, fallback_ops:
             via = composite_key(op, has)
             if via:
                 status = COMPOSITE
-            elif keys.backend_fallback:
+            elif keys.backend_fallback and has(op, "CPU"):
+                # A boxed CPU fallback (at::native::cpu_fallback) moves the arguments to
+                # the CPU and calls the operator there: it runs only where a CPU kernel does.
                 status = FALLBACK
+            elif keys.backend_fallback:
+                # ... so one with no CPU kernel (_thnn_fused_gru_cell, _flash_attention_forward,
+                # convolution_overrideable) raises "Could not run ... from the 'CPU' backend"
+                # on this device, although it reaches the device: its gap, not the build's.
+                status, via = MISSING, NO_CPU_KERNEL
             elif any(has(op, k) for k in DENSE_KEYS):
                 status, via = MISSING, (PYTHON_DECOMP if op in python_decomps else "")
             else:

@@ -35,26 +35,18 @@ from __future__ import annotations
 import contextlib
 import os
 
-from torchconform.errors import UserError
 
 # Only ATen overloads: the census lists nothing else (prim::, custom namespaces).
 PREFIX = "aten::"
 RECORDER_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "opset.cpp")
-_NATIVE: list = []
 
 
 def native_recorder():
     """The compiled RecordFunction recorder, built once per torch and compiler; None where
     it cannot be built (then the dispatch mode records)."""
-    if not _NATIVE:
-        from torchconform.refdev import build
+    from torchconform.refdev import build
 
-        try:
-            _NATIVE.append(build.load_extension(sources=[RECORDER_SOURCE], stem="census_opset",
-                                                what="the census's operator recorder"))
-        except UserError:
-            _NATIVE.append(None)
-    return _NATIVE[0]
+    return build.optional_extension(RECORDER_SOURCE, "census_opset", "the census's operator recorder")
 
 
 def _recorder_class():

@@ -35,6 +35,10 @@ TIMEOUT_PREFIX = "torchconform timeout:"
 # device lacks before any collective runs ("...: <name> <why>", the name first).
 CRASH_PREFIX = "torchconform crash:"
 C10D_BACKEND_PREFIX = "torchconform missing c10d backend:"
+# An operator the device lacks although no dispatcher message names the device: the
+# boxed CPU fallback found no CPU kernel, or a borrowed CPU kernel's DispatchStub has
+# none for the device ("...: aten::X <why>"; refine_by_device_ops writes it).
+MISSING_OP_PREFIX = "torchconform missing op:"
 DEVICE_API_PREFIX = "torchconform missing device api:"
 
 _CRASH = re.compile(re.escape(CRASH_PREFIX) + r"|worker '?[\w-]+'? crashed while running"
@@ -132,7 +136,8 @@ def _special(text: str, profile, status: str) -> Verdict | None:
                 line = bound_message(text[idx:])
                 return Verdict(SKIP_BACKEND, kind=kind, message=line,
                                skiplist_entry=_skiplist_entry(line) if kind == SKIPLIST else "")
-        for prefix, kind in ((C10D_BACKEND_PREFIX, MISSING_C10D_BACKEND), (DEVICE_API_PREFIX, MISSING_DEVICE_API)):
+        for prefix, kind in ((C10D_BACKEND_PREFIX, MISSING_C10D_BACKEND), (DEVICE_API_PREFIX, MISSING_DEVICE_API),
+                             (MISSING_OP_PREFIX, MISSING_OP)):
             idx = text.find(prefix)
             if idx >= 0:
                 line = bound_message(text[idx:])
@@ -235,3 +240,39 @@ def classify_exception(exc: BaseException, profile=None, status: str = "failure"
 def format_exception(exc: BaseException) -> str:
     """Full rendered chain (for debugging output, same shape pytest prints)."""
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+# Errors that name no device although the device caused them (see refine_by_device_ops).
+_CPU_NO_KERNEL = re.compile(r"Could not run '(?P<op>[\w:]+(?:\.\w+)?)' with arguments from the 'CPU' backend")
+_STUB_MISSING = re.compile(r"DispatchStub: missing kernel for (?P<device>\w+)")
+
+
+def refine_by_device_ops(verdict: Verdict, text: str, device: str, seen, served_by_fallback) -> Verdict:
+    """A failing verdict made exact by what the dispatcher observer saw the test ask of
+    the device (``seen``: dispatchwatch.Seen; ``served_by_fallback(op)``: the dispatch
+    table's answer).  Two errors a device causes without naming it become
+    ``skip_backend/missing_op``, their message prefixed so that the stored text alone
+    classifies the same way (rule 2):
+
+    - ``Could not run 'aten::X' with arguments from the 'CPU' backend`` where X was
+      called with device tensors and the backend's boxed CPU fallback serves X: the
+      fallback had no CPU kernel to call (a CPU reference computation failing the same
+      way never called X on the device, so it stays as it was);
+    - ``DispatchStub: missing kernel for <device>``: a CPU kernel the backend borrowed
+      has no stub for the device; the operator is the innermost device call the error ended.
+    """
+    if verdict.outcome not in (FAIL, ERROR, XFAIL) or seen is None or not getattr(seen, "recorded", False):
+        return verdict
+    for m in _CPU_NO_KERNEL.finditer(text):
+        op = m["op"] if "::" in m["op"] else "aten::" + m["op"]
+        if op in seen.ops and served_by_fallback(op):
+            why = "the backend's CPU fallback has no CPU kernel to call"
+            return Verdict(SKIP_BACKEND, kind=MISSING_OP, missing_op=op,
+                           message=bound_message(f"{MISSING_OP_PREFIX} {op} {why} ({m[0]})"))
+    m = _STUB_MISSING.search(text)
+    if m and m["device"] == device and seen.raised:
+        return Verdict(SKIP_BACKEND, kind=MISSING_OP, missing_op=seen.raised,
+                       message=bound_message(f"{MISSING_OP_PREFIX} {seen.raised} has no {device} kernel in the CPU "
+                                             f"kernel's DispatchStub ({m[0]})"))
+    return verdict
+

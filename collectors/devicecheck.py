@@ -13,16 +13,25 @@ for any backend, not only refdev.
 The pytest plugin's worker side (collectors/worker.py) asks both around every
 test; the model zoo (suites/models/check.py) asks ``leak`` around each model run.
 How each is decided and what it costs: docs/classification.md.
+
+Fallback evidence from the dispatcher (collectors/dispatchwatch.py) rides along:
+where the backend registers a boxed CPU fallback, or offers no allocation counter,
+a RecordFunction observer records which operators the test asked of the device
+(``Touch.seen``), which also decides host_only without a counter.
 """
 from __future__ import annotations
 
 import contextlib
 import gc
+import os
 from dataclasses import dataclass, field
 
 # Cumulative allocation requests, in torch.cuda.memory_stats' vocabulary (never
 # lowered by a free or by reset_peak_memory_stats); refdev reports the same key.
 ALLOCATIONS = "allocation.all.allocated"
+# "0": no dispatcher observer (no fallback evidence from the dispatcher, host_only
+# undecided without an allocation counter); for measuring what the observer changes.
+DISPATCH_WATCH_ENV = "TORCHCONFORM_DISPATCH_WATCH"
 
 
 @dataclass
@@ -30,6 +39,7 @@ class Touch:
     """Whether the watched code touched the device: True, False, or None (cannot tell)."""
     touched: bool | None = None
     how: str = ""          # the evidence behind touched=False, for the outcome's message
+    seen: object = None    # dispatchwatch.Seen: the operators asked of the device, when observed
 
 
 @dataclass
@@ -80,8 +90,20 @@ class DeviceCheck:
         self._stats = getattr(mod, "memory_stats", None) if under_test else None
         if self._stats is not None and self._allocations() is None:
             self._stats = None      # stats without the cumulative counter: count nothing with them
-        # Without the counter: PyTorch's dispatcher tells (see _probe_class).
-        self._probe = _probe_class() if under_test and self._stats is None else None
+        # The dispatcher's observer: where a boxed CPU fallback may serve the device (its
+        # evidence), and where no counter says whether the device was touched.
+        self._dispatch = None
+        if under_test and os.environ.get(DISPATCH_WATCH_ENV, "1") != "0":
+            from torchconform.collectors.dispatchwatch import DispatchWatch
+
+            watch = DispatchWatch(device_type)
+            if watch.available and (watch.has_backend_fallback or self._stats is None):
+                self._dispatch = watch
+
+    @property
+    def dispatch(self):
+        """The dispatchwatch.DispatchWatch in use, or None."""
+        return self._dispatch
 
     # -- host_only ------------------------------------------------------------------
     def _allocations(self) -> int | None:
@@ -102,33 +124,25 @@ class DeviceCheck:
         """Around a test body; the yielded Touch is filled in on exit."""
         touch = Touch()
         _elsewhere.clear()
-        if self._stats is not None:
-            # Any device tensor, however small and even if freed at once, is an
-            # allocation request; a test of the device that allocates nothing on it
-            # would have to work only in place on tensors made before it started.
-            before = self._allocations()
-            try:
+        observed = self._dispatch.watch() if self._dispatch is not None else contextlib.nullcontext()
+        # Any device tensor, however small and even if freed at once, is an allocation
+        # request; a test of the device that allocates nothing on it would have to work
+        # only in place on tensors made before it started.
+        before = self._allocations() if self._stats is not None else None
+        try:
+            with observed as seen:
+                touch.seen = seen
                 yield touch
-            finally:
+        finally:
+            if self._stats is not None:
                 after = self._allocations()
                 if before is not None and after is not None:
                     touch.touched = after != before
                     touch.how = f"no {self.device_type} allocation during the test"
-                _with_elsewhere(touch)
-        elif self._probe is not None:
-            probe = self._probe(self.device_type)
-            try:
-                with probe:
-                    yield touch
-            finally:
-                touch.touched = probe.seen
+            elif touch.seen is not None and touch.seen.recorded:
+                touch.touched = bool(touch.seen.ops)
                 touch.how = f"no operator saw a {self.device_type} tensor during the test"
-                _with_elsewhere(touch)
-        else:
-            try:
-                yield touch
-            finally:
-                _with_elsewhere(touch)
+            _with_elsewhere(touch)
 
     # -- leaks --------------------------------------------------------------------------
     def _total(self) -> int | None:
@@ -198,39 +212,3 @@ def _is_accelerator(torch, device_type: str) -> bool:
     except Exception:  # a torch without torch.accelerator
         return False
     return current is not None and current.type == device_type
-
-
-_PROBE = None
-
-
-def _probe_class():
-    """A dispatch mode that notes whether any operator had a tensor of the device
-    among its arguments or results (factories, copies, in-place ops included).
-    Defined on first use: this module is imported where torch must not be yet."""
-    global _PROBE
-    if _PROBE is None:
-        import torch
-        from torch.utils._python_dispatch import TorchDispatchMode
-        from torch.utils._pytree import tree_leaves
-
-        class DeviceSeen(TorchDispatchMode):
-            def __init__(self, device_type):
-                super().__init__()
-                self.device_type = device_type
-                self.seen = False
-
-            @classmethod
-            def ignore_compile_internals(cls):
-                # Otherwise dynamo skips every frame while the mode is active, and a
-                # compiled test would run eagerly: the probe must not change the test.
-                return True
-
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                out = func(*args, **(kwargs or {}))
-                if not self.seen:
-                    self.seen = any(isinstance(t, torch.Tensor) and t.device.type == self.device_type
-                                    for t in tree_leaves((args, kwargs, out)))
-                return out
-
-        _PROBE = DeviceSeen
-    return _PROBE

@@ -13,7 +13,7 @@ import pytest
 
 from torchconform.collectors import notes, numeric
 from torchconform.collectors.classify import (
-    DTYPE_PREFIX, SKIPLIST_PREFIX, Verdict, classify_exception, classify_text,
+    DTYPE_PREFIX, SKIPLIST_PREFIX, Verdict, classify_exception, classify_text, refine_by_device_ops,
 )
 from torchconform.collectors.devicecheck import DeviceCheck
 from torchconform.collectors.outcome import FAIL, HOST_ONLY, PASS, XFAIL, XPASS, bound_message, replace_surrogates
@@ -145,8 +145,12 @@ class WorkerPlugin:
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
-    def _fallback_ops(self, nodeid: str) -> list[str]:
+    def _fallback_ops(self, nodeid: str, seen=None) -> list[str]:
         ops = list(self._fallback_seen.pop(nodeid, []))
+        # The dispatcher's evidence: operators the backend's boxed CPU fallback served.
+        for op in (seen.fallback if seen is not None else ()):
+            if op not in ops:
+                ops.append(op)
         if self._fallback_counts is not None:
             try:
                 counts = self._fallback_counts() or {}
@@ -168,11 +172,15 @@ class WorkerPlugin:
         if report.when == "setup":
             tc["info"] = self._info.get(item.nodeid) or dict(item_info(item, self.device), test_id=item.nodeid)
         if report.when == "call":
-            tc["fallback_ops"] = self._fallback_ops(item.nodeid)
+            touch = self._touch.pop(item.nodeid, None)
+            seen = touch.seen if touch is not None else None
+            if verdict is not None and seen is not None:
+                verdict = self._refine(verdict, report, call, seen)
+                tc["verdict"] = verdict.to_dict()
+            tc["fallback_ops"] = self._fallback_ops(item.nodeid, seen)
             errors = numeric.take()   # the call's comparisons with the CPU reference
             if errors is not None:
                 tc["errors"] = errors
-            touch = self._touch.pop(item.nodeid, None)
             if verdict is not None and verdict.outcome == PASS and not tc["fallback_ops"] \
                     and touch is not None and touch.touched is False:
                 tc["verdict"].update(kind=HOST_ONLY, message=verdict.message or f"{HOST_ONLY}: {touch.how}")
@@ -195,6 +203,15 @@ class WorkerPlugin:
         # byte in an assertion message) would end the whole run with an INTERNALERROR.
         data = yield
         return _without_surrogates(data)
+
+    def _refine(self, verdict: Verdict, report, call, seen) -> Verdict:
+        """Errors the device caused without naming it, named by the dispatcher observer."""
+        dispatch = self.device_check().dispatch
+        if dispatch is None or not seen.recorded:
+            return verdict
+        exc = call.excinfo.value if call.excinfo is not None else None
+        text = _chain_text(exc) if exc is not None else str(report.longrepr or "")
+        return refine_by_device_ops(verdict, text, self.device, seen, dispatch.served_by_fallback)
 
     def _phase_verdict(self, report, call) -> Verdict | None:
         exc = call.excinfo.value if call.excinfo is not None else None

@@ -145,3 +145,19 @@ def load_extension(verbose: bool = False, sources=SOURCES, stem: str = "refdev",
     if so is None:
         raise UserError(f"the build cache {build_dir} of {what} is incomplete; delete that folder and rerun")
     return _import_so(name, so)
+
+
+_OPTIONAL: dict = {}
+
+
+def optional_extension(source: str, stem: str, what: str):
+    """An extension the caller can do without (an observer, a recorder): built and loaded
+    once per process like ``load_extension``; None where it cannot be built (no compiler,
+    no ninja), which the caller says or works around."""
+    if stem not in _OPTIONAL:
+        try:
+            _OPTIONAL[stem] = load_extension(sources=[source], stem=stem, what=what)
+        except UserError:
+            _OPTIONAL[stem] = None
+    return _OPTIONAL[stem]
+

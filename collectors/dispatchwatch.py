@@ -1,0 +1,100 @@
+"""Which operators a test asked of the device, and how the dispatcher served each.
+
+A RecordFunction observer (``csrc/devops.cpp``, compiled on first use like refdev)
+notes every operator called with a tensor of the device type (or a factory's
+``device=`` naming it), at any depth.  Each is then looked up once in the
+dispatcher's table for the device's key (census/dispatch.py, the dispatcher's own
+order): its own kernel, the autograd key's, a composite (looked through: its inner
+calls are recorded too), or the **backend fallback**, PyTorch's boxed CPU fallback
+that a PrivateUse1 backend registers for its whole key.  An operator served by that
+fallback is fallback evidence for the test, whatever the backend: a passing test
+that used one is ``pass_fallback`` naming it.
+
+It also says whether the test touched the device at all (any operator recorded),
+for backends without an allocation counter, and names the operator behind two
+errors a boxed fallback or a borrowed CPU kernel raise without naming the device:
+``Could not run 'aten::X' with arguments from the 'CPU' backend`` (the fallback had
+no CPU kernel to call) and ``DispatchStub: missing kernel for <device>``.
+
+An observer never changes what runs (docs/classification.md: "which evidence each
+record carries"); it costs the boxing of each call's arguments while a test runs
+(bench/dispatchwatch.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "devops.cpp")
+
+
+def recorder():
+    """The compiled observer, built once per torch and compiler; None where it cannot be
+    built (no compiler): then nothing is recorded and nothing is claimed."""
+    from torchconform.refdev import build
+
+    return build.optional_extension(SOURCE, "devops", "the dispatcher observer of device operators")
+
+
+@dataclass
+class Seen:
+    """What one watched block asked of the device (filled when the block ends)."""
+    ops: set = field(default_factory=set)     # aten::name.overload, every depth
+    raised: str = ""                           # the innermost one an exception ended (the latest)
+    fallback: list = field(default_factory=list)  # those the backend fallback served, sorted
+    recorded: bool = False                     # False: nothing could be recorded
+
+
+class DispatchWatch:
+    """One device type's observer plus a cache of how the dispatcher serves each operator."""
+
+    def __init__(self, device_type: str, native=None):
+        from torchconform.census.dispatch import device_keys
+
+        self.device_type = device_type
+        self.keys = device_keys(device_type)
+        self._native = native if native is not None else recorder()
+        self._served: dict[str, str] = {}
+
+    @property
+    def available(self) -> bool:
+        return self._native is not None
+
+    @property
+    def has_backend_fallback(self) -> bool:
+        return self.keys.backend_fallback
+
+    def status(self, op: str) -> str:
+        """The census status of ``op`` on this device (native, autograd, composite,
+        fallback, missing, unavailable), read from the dispatcher once."""
+        st = self._served.get(op)
+        if st is None:
+            from torchconform.census.dispatch import classify
+
+            try:
+                st = classify([op], self.keys)[0].status
+            except Exception:  # noqa: BLE001 - an operator the dispatcher does not know
+                st = ""
+            self._served[op] = st
+        return st
+
+    def served_by_fallback(self, op: str) -> bool:
+        from torchconform.census.dispatch import FALLBACK
+
+        return self.keys.backend_fallback and self.status(op) == FALLBACK
+
+    @contextlib.contextmanager
+    def watch(self):
+        seen = Seen()
+        if self._native is None:
+            yield seen
+            return
+        self._native.start(self.device_type)
+        try:
+            yield seen
+        finally:
+            ops, raised = self._native.stop()
+            seen.ops, seen.raised, seen.recorded = set(ops), raised, True
+            if self.keys.backend_fallback:
+                seen.fallback = sorted(op for op in seen.ops if self.served_by_fallback(op))

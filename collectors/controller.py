@@ -89,6 +89,8 @@ class ControllerPlugin:
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         self._seen_collect_errors: set[str] = set()
+        self._collected_nodes: set[str] = set()   # xdist workers that finished collecting
+        self._startup_failures = 0
         self.run: dict = {}
         self._old_signals: dict = {}
         # xdist workers run the tests (this plugin is never registered on a worker).
@@ -214,7 +216,28 @@ class ControllerPlugin:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids):
+        self._collected_nodes.add(node.gateway.id)
         self._planned(len(ids))  # every worker collects the same tests
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        """A worker that dies before it has collected failed to start (a device it cannot
+        see, a backend that will not load): its replacement would fail the same way, and
+        xdist would replace it up to --max-worker-restart times, for minutes.  The second
+        such death ends the run with the worker's own last line."""
+        if error is None or node.gateway.id in self._collected_nodes:
+            return
+        self._startup_failures += 1
+        if self._startup_failures >= 2:
+            lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+            why = lines[-1] if lines else "no error text"
+            dsession = self.config.pluginmanager.getplugin("dsession")
+            if dsession is not None and not dsession.shouldstop:
+                dsession.shouldstop = f"torchconform: xdist workers fail at start-up: {why}"
+                # xdist re-arms its shutdown before replacing a dead worker; only its
+                # restart limit (checked right after this hook) stops the replacing.
+                if hasattr(dsession, "_max_worker_restart"):
+                    dsession._max_worker_restart = 0
 
     def pytest_runtest_logstart(self, nodeid, location):
         # A serial run's tests run in this process: a test that aborts or segfaults it

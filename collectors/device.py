@@ -27,14 +27,34 @@ def _call(spec: str):
 
 
 def pin_worker(profile) -> None:
-    """Under xdist, pin worker gwN to device index N (mod the count set by the user)."""
+    """Under xdist, pin worker gwN to device index N modulo the host's device count (the
+    user's TORCHCONFORM_DEVICES_PER_HOST, else counted without starting the device's
+    runtime, which would fix the visible devices before the variable is set)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     var = profile.worker_env
     if not var or not worker.startswith("gw") or var in os.environ:
         return
-    count = int(os.environ.get("TORCHCONFORM_DEVICES_PER_HOST", "0") or 0)
+    count = int(os.environ.get("TORCHCONFORM_DEVICES_PER_HOST", "0") or 0) or _host_device_count(var)
     index = int(worker[2:])
     os.environ[var] = str(index % count if count else index)
+
+
+def _host_device_count(var: str) -> int:
+    """The GPUs the NVIDIA driver lists (one folder each), for CUDA_VISIBLE_DEVICES; 0:
+    unknown (another variable, no driver), and then worker N takes index N."""
+    if var != "CUDA_VISIBLE_DEVICES":
+        return 0
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        pass
+    import subprocess
+
+    try:   # a driver without /proc entries (some virtual machines): nvidia-smi lists them
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
 def worker_threads() -> int:

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 # lowered by a free or by reset_peak_memory_stats); refdev reports the same key.
 ALLOCATIONS = "allocation.all.allocated"
 # "0": no dispatcher observer (no fallback evidence from the dispatcher, host_only
-# undecided without an allocation counter); for measuring what the observer changes.
+# undecided without an allocation counter); "always": the observer even where the
+# allocation counter decides and no boxed fallback exists.  For measuring the observer.
 DISPATCH_WATCH_ENV = "TORCHCONFORM_DISPATCH_WATCH"
 
 
@@ -93,11 +94,12 @@ class DeviceCheck:
         # The dispatcher's observer: where a boxed CPU fallback may serve the device (its
         # evidence), and where no counter says whether the device was touched.
         self._dispatch = None
-        if under_test and os.environ.get(DISPATCH_WATCH_ENV, "1") != "0":
+        mode = os.environ.get(DISPATCH_WATCH_ENV, "1")
+        if under_test and mode != "0":
             from torchconform.collectors.dispatchwatch import DispatchWatch
 
             watch = DispatchWatch(device_type)
-            if watch.available and (watch.has_backend_fallback or self._stats is None):
+            if watch.available and (watch.has_backend_fallback or self._stats is None or mode == "always"):
                 self._dispatch = watch
 
     @property

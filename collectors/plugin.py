@@ -28,6 +28,8 @@ OPTIONS = {
     "tc_shard": ("--tc-shard", "TORCHCONFORM_SHARD", "shard label recorded with the run (e.g. 1/4)"),
     "tc_branch": ("--tc-branch", "TORCHCONFORM_BRANCH", "source branch recorded with the build (default: GitHub's or git's)"),
     "tc_commit": ("--tc-commit", "TORCHCONFORM_COMMIT", "source commit recorded with the build (default: GitHub's or git's)"),
+    "tc_samples_on": ("--tc-samples-on", "TORCHCONFORM_SAMPLES_ON",
+                      "where the ops suite makes its sample inputs: device (default) or cpu (copied to the device)"),
     "tc_trait_reruns": ("--tc-trait-reruns", "TORCHCONFORM_TRAIT_RERUNS",
                         "at most N failures a declared trait may explain are rerun with the trait off at the end "
                         "(default 200; 0: none; docs/classification.md)"),
@@ -85,6 +87,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
                           ("tc_backend_module", "TORCHCONFORM_BACKEND_MODULE")):
             if getattr(settings, dest.replace("tc_", "")):
                 os.environ[env] = getattr(settings, dest.replace("tc_", ""))
+        _export_samples_on(early_config, ns)
         os.environ["TORCHCONFORM_DEVICE"] = settings.device
         os.environ["TORCHCONFORM_PROFILE"] = settings.profile.path
         if _distributes(ns):
@@ -95,6 +98,18 @@ def pytest_load_initial_conftests(early_config, parser, args):
     except UserError as exc:
         raise pytest.UsageError(f"torchconform: {exc}") from None
     early_config.stash[SETTINGS_KEY] = settings
+
+
+def _export_samples_on(config, ns) -> None:
+    """``--tc-samples-on`` for the ops suite, which reads it from the environment."""
+    from torchconform.errors import UserError
+
+    where = option(config, "tc_samples_on", ns)
+    if where is None:
+        return
+    if where not in ("device", "cpu"):
+        raise UserError(f"--tc-samples-on {where!r} is not a place to make samples; use device (the default) or cpu")
+    os.environ["TORCHCONFORM_SAMPLES_ON"] = where
 
 
 SETTINGS_KEY = pytest.StashKey()

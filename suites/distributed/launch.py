@@ -28,8 +28,11 @@ TIMEOUT_ENV = "TORCHCONFORM_DIST_TIMEOUT"
 DEFAULT_WORLD_SIZE = 2
 DEFAULT_TIMEOUT = 120.0
 # After one rank has failed, the others get this long to report before they are
-# killed (they are usually blocked in a collective waiting for the failed one).
-PEER_GRACE = 5.0
+# killed (they are usually blocked in a collective waiting for the failed one, and
+# fail there at once: "Connection closed by peer"). Their errors are consequences: the
+# rank that failed first in time is the one reported.
+PEER_GRACE = 2.0
+POLL = 0.02
 STDERR_TAIL = 1500
 
 
@@ -44,6 +47,16 @@ class Rank:
     result_path: str
     stderr_path: str
     report: dict | None = field(default=None)
+    seen_alive_at: float = 0.0       # wall clock of the last poll that found it running
+    died_at: float | None = None     # a death without a report: the last moment seen alive
+
+    def failed_at(self) -> float | None:
+        """When it failed (wall clock): its reported exception's time, or for a death the
+        last moment it was seen alive (so a death is never later than the errors it caused
+        in its peers); None while it has not failed."""
+        if self.report is not None:
+            return None if self.report.get("status") == "ok" else float(self.report.get("failed_at") or 0.0)
+        return self.died_at
 
     def read_report(self) -> dict | None:
         if self.report is None and os.path.exists(self.result_path):
@@ -145,28 +158,44 @@ def run_ranks(program: str, params: dict, *, size: int | None = None, timeout: f
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def first_failure(failed: list[Rank]) -> Rank:
+    """The rank whose failure the test reports: the first in time; on a tie a death (it
+    explains its peers' errors), then the lowest rank."""
+    return min(failed, key=lambda r: (r.failed_at(), r.report is not None, r.rank))
+
+
 def _wait(ranks: list[Rank], program: str, timeout: float) -> list[dict]:
     start = time.monotonic()
-    failed_at = None
+    first_failure_seen = None
+    for r in ranks:
+        r.seen_alive_at = time.time()
     while True:
         pending = []
         for r in ranks:
             report = r.read_report()
+            now = time.time()
             code = r.proc.poll()
             if report is None and code is not None:
                 report = r.read_report()  # it may have written just before exiting
             if report is None and code is not None:
-                _kill(ranks)
-                raise RankFailure(f"{CRASH_PREFIX} rank {r.rank} of {len(ranks)} died ({describe_exit(code)}) "
-                                  f"running {program}; every rank killed. Its output ends: {r.stderr_tail()[-600:]}")
-            if report is not None and report.get("status") != "ok" and failed_at is None:
-                failed_at = time.monotonic()
+                if r.died_at is None:
+                    r.died_at = r.seen_alive_at
+                continue
+            if code is None:
+                r.seen_alive_at = now
             if report is None or (report.get("status") == "ok" and code is None):
                 pending.append(r)
-        failures = [r for r in ranks if r.report and r.report.get("status") != "ok"]
-        if failures and (not pending or time.monotonic() - failed_at > PEER_GRACE):
+        failed = [r for r in ranks if r.failed_at() is not None]
+        if failed and first_failure_seen is None:
+            first_failure_seen = time.monotonic()
+        if failed and (not pending or time.monotonic() - first_failure_seen > PEER_GRACE):
             _kill(ranks)
-            first = failures[0]
+            first = first_failure(failed)
+            if first.report is None:
+                code = first.proc.poll()
+                raise RankFailure(f"{CRASH_PREFIX} rank {first.rank} of {len(ranks)} died ({describe_exit(code)}) "
+                                  f"running {program}; every rank killed. Its output ends: "
+                                  f"{first.stderr_tail()[-600:]}")
             raise RankFailure(f"rank {first.rank} of {len(ranks)}: {first.report.get('error', '')}")
         if not pending:
             return [r.report for r in ranks]
@@ -175,4 +204,4 @@ def _wait(ranks: list[Rank], program: str, timeout: float) -> list[dict]:
             raise RankFailure(f"{TIMEOUT_PREFIX} {program}: rank(s) {', '.join(str(r.rank) for r in pending)} of "
                               f"{len(ranks)} did not finish within {timeout:g} s (a hung collective?); "
                               "every rank's process killed")
-        time.sleep(0.02)
+        time.sleep(POLL)

@@ -12,7 +12,9 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 
@@ -61,7 +63,28 @@ def _write(path: str, report: dict) -> None:
     os.replace(tmp, path)
 
 
-def _backend_string(device_type: str, profile) -> str:
+# c10d's words when the device's tensors reach a c10d backend that cannot take them (the
+# profile names gloo for the device: "ProcessGroupGloo::allreduce: unsupported device type
+# refdev"), or a group with no backend for the device type at all.
+_UNSUPPORTED_DEVICE = re.compile(r"ProcessGroup\w*::\w+: unsupported device type (?P<device>\w+)"
+                                 r"|No backend type associated with device type (?P<other>\w+)")
+
+
+def c10d_backend_words(text: str, device_type: str) -> str:
+    """The classifier's missing-c10d-backend line when ``text`` holds c10d's complaint that
+    the backend cannot run ``device_type`` tensors; "" otherwise."""
+    for m in _UNSUPPORTED_DEVICE.finditer(text):
+        if (m.group("device") or m.group("other")) == device_type:
+            line = text[m.start():].splitlines()[0].strip()
+            return (f"{C10D_BACKEND_PREFIX} {device_type} (its c10d backend cannot run {device_type} "
+                    f"tensors; c10d said: {line})")
+    return ""
+
+
+def backend_string(device_type: str, profile) -> str:
+    """``init_process_group``'s backend for the device: gloo for CPU tensors beside the
+    device's c10d backend.  Raises RuntimeError (``torchconform missing c10d backend: ...``)
+    when no c10d backend is registered for the device type."""
     import torch.distributed as dist
 
     if device_type == "cpu":
@@ -107,7 +130,7 @@ def main(argv: list[str]) -> int:
 
         from torchconform.suites.distributed.launch import rank_timeout
 
-        dist.init_process_group(backend=_backend_string(ctx.device_type, ctx.profile),
+        dist.init_process_group(backend=backend_string(ctx.device_type, ctx.profile),
                                 timeout=datetime.timedelta(seconds=rank_timeout()))
         module, _, func = program.partition(":")
         from torchconform.collectors.devicecheck import DeviceCheck
@@ -118,8 +141,12 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # every failure is the test's result, reported whole
         from torchconform.collectors.classify import render_chain
 
-        _write(result, {"status": "error", "type": type(exc).__name__,
-                        "error": f"{type(exc).__name__}: {exc}\n{render_chain(exc)}"})
+        error = f"{type(exc).__name__}: {exc}\n{render_chain(exc)}"
+        words = c10d_backend_words(error, os.environ.get("TORCHCONFORM_DEVICE") or "cpu")
+        # failed_at: the launcher reports the rank that failed first (the others' errors
+        # are usually their collectives noticing it is gone)
+        _write(result, {"status": "error", "type": type(exc).__name__, "failed_at": time.time(),
+                        "error": f"{words}\n{error}" if words else error})
         sys.stderr.write(traceback.format_exc())
         sys.stderr.flush()
         os._exit(1)  # peers may be gone: no process-group teardown that could wait on them

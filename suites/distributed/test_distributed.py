@@ -31,13 +31,38 @@ def _cases(collective: str) -> list:
     return cases
 
 
+# device type -> "" (it has a c10d backend) or the skip's words: decided once per test
+# process, so a device without one costs no rank start per test
+_NO_C10D_BACKEND: dict[str, str] = {}
+
+
+def no_c10d_backend() -> str:
+    """The ``torchconform missing c10d backend: ...`` words when the device under test has
+    no c10d backend (the ranks' own check, rank.backend_string, made here once), else ""."""
+    from torchconform.suites.common import active_profile, device_type
+    from torchconform.suites.distributed.rank import backend_string
+
+    device = device_type()
+    if device not in _NO_C10D_BACKEND:
+        try:
+            backend_string(device, active_profile())
+            _NO_C10D_BACKEND[device] = ""
+        except RuntimeError as exc:
+            _NO_C10D_BACKEND[device] = f"{exc} [checked once for the run; no rank started]"
+    return _NO_C10D_BACKEND[device]
+
+
 def run(program: str, **params) -> list[dict]:
     """``program`` of programs/ on every rank; returns each rank's values.  A rank's
     failure is raised as its words; whether the ranks touched the device goes to the
-    plugin's device check (this process never does)."""
+    plugin's device check (this process never does).  Without a c10d backend for the
+    device the test is skipped before any rank starts."""
     from torchconform.collectors.devicecheck import report_touch_elsewhere
     from torchconform.suites.common import active_profile
 
+    missing = no_c10d_backend()
+    if missing:
+        pytest.skip(missing)
     try:
         reports = launch.run_ranks(f"{PROGRAMS}.{program}", params,
                                    device_env=active_profile().distributed.get("device_env", ""))

@@ -18,6 +18,11 @@ OpInfo's own skips and expected failures for ``TestCommon`` apply:
   ``compiled: backend=B graphs=N graph_breaks=N recompiles=N``
   (``torchconform.collectors.notes.parse_compile_note`` reads it back).
 
+Samples are made on the device (``--tc-samples-on cpu``: on CPU, then copied); the CPU
+reference runs on a copy with every tensor on CPU and every argument naming the device
+(``device=`` of factories) renamed ``cpu``, and a device failure in it is never taken for
+a sample CPU cannot compute (``samples.py``).
+
 Every comparison goes through ``suites.common.assert_close_to_cpu``, which records the
 largest absolute and relative error against CPU on the test's outcome
 (``max_abs_err``/``max_rel_err``, collectors/numeric.py).
@@ -34,35 +39,43 @@ from torch.testing._internal.common_device_type import OpDTypes, instantiate_dev
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_utils import TestCase, run_tests
 
-from torchconform.collectors.classify import NOT_EXECUTED_PREFIX
+from torchconform.collectors.classify import NOT_EXECUTED_PREFIX, TestTimeout
 from torchconform.collectors.notes import compile_note, note
 from torchconform.suites.common import (
-    active_profile, assert_close_to_cpu, check_executed, compile_backend, cpu_leaf, missing_op_guard,
+    active_profile, assert_close_to_cpu, check_executed, compile_backend, missing_op_guard,
     name_device_test_base, scalar_loss, tensors_in, to_cpu, tolerances,
+)
+from torchconform.suites.ops.samples import (
+    check_reference_on_cpu, cpu_copy, device_failure_verdict, device_samples, noncontiguous,
 )
 from torchconform.suites.ops.selection import allowed_dtypes, select_ops
 
 _OPS = select_ops(op_db)
 
 
-def _to_cpu_sample(sample):
-    return sample.transform(lambda t: t.detach().cpu() if isinstance(t, torch.Tensor) else t)
+def _cpu_failed(test, exc: Exception) -> None:
+    """Note a sample PyTorch cannot compute on CPU (the sample does not apply), unless the
+    failure is the device's (a missing operator...): that is never a CPU-reference failure."""
+    if isinstance(exc, TestTimeout) or device_failure_verdict(exc) is not None:
+        raise exc
+    test._cpu_failures.append(type(exc).__name__)
 
 
 def _cpu_reference(test, op, cpu_sample):
     """The CPU result, or None when PyTorch itself cannot compute this sample on CPU."""
     try:
-        return op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)
-    except Exception as exc:  # not the device's business: the sample does not apply
-        test._cpu_failures.append(type(exc).__name__)
+        result = op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)
+    except Exception as exc:
+        _cpu_failed(test, exc)
         return None
-
+    check_reference_on_cpu(result, op.name)
+    return result
 
 
 def _samples_with_cpu_reference(test, op, device, dtype):
     """(device sample, its CPU copy, the CPU result) for every sample PyTorch can compute on CPU."""
-    for sample in op.sample_inputs(device, dtype, requires_grad=False):
-        cpu_sample = _to_cpu_sample(sample)
+    for sample in device_samples(op, device, dtype):
+        cpu_sample = cpu_copy(sample, device)
         expected = _cpu_reference(test, op, cpu_sample)
         if expected is not None:
             yield sample, cpu_sample, expected
@@ -120,8 +133,8 @@ class TestCommon(TestCase):
             raise unittest.SkipTest(f"{op.name} does not support autograd")
         ran = 0
         with missing_op_guard(self):
-            for sample in op.sample_inputs(device, dtype, requires_grad=True):
-                cpu_sample = sample.transform(cpu_leaf)
+            for sample in device_samples(op, device, dtype, requires_grad=True):
+                cpu_sample = cpu_copy(sample, device, leaf=True)
                 dev_all = tensors_in([sample.input, sample.args, sample.kwargs])
                 cpu_all = tensors_in([cpu_sample.input, cpu_sample.args, cpu_sample.kwargs])
                 idx = [i for i, t in enumerate(dev_all) if t.requires_grad and t.is_leaf]
@@ -134,8 +147,9 @@ class TestCommon(TestCase):
                         continue
                     expected = torch.autograd.grad(cpu_loss, [cpu_all[i] for i in idx], allow_unused=True)
                 except Exception as exc:
-                    self._cpu_failures.append(type(exc).__name__)
+                    _cpu_failed(self, exc)
                     continue
+                check_reference_on_cpu(list(expected), op.name)
                 loss = scalar_loss(sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs)))
                 actual = torch.autograd.grad(loss, [dev_all[i] for i in idx], allow_unused=True)
                 assert_close_to_cpu(self, to_cpu(list(actual)), list(expected), **tolerances(dtype))
@@ -160,7 +174,7 @@ class TestCommon(TestCase):
         ran = 0
         with missing_op_guard(self):
             for sample, cpu_sample, expected in _samples_with_cpu_reference(self, op, device, dtype):
-                nc = sample.noncontiguous()
+                nc = noncontiguous(sample)
                 actual = nc.output_process_fn_grad(op(nc.input, *nc.args, **nc.kwargs))
                 assert_close_to_cpu(self, to_cpu(actual), cpu_sample.output_process_fn_grad(expected),
                                     **tolerances(dtype))

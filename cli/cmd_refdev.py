@@ -20,6 +20,8 @@ def _describe(args) -> int:
         return 0
     print(f"profile     {info['profile']} ({info['profile_path']})")
     print(f"device      {info['device']}")
+    if info.get("fallback_mode") == "boxed":
+        print("mode        boxed: PyTorch's boxed CPU fallback serves every operator without a refdev kernel")
     print(f"implemented {len(info['implemented'])}")
     print(f"fallback    {len(info['fallback'])}: {', '.join(info['fallback']) or '-'}")
     print(f"missing     {len(info['missing'])}")

@@ -89,12 +89,15 @@ def load() -> str:
         ext.init(devices, traits["float64_as_float32"], traits["copies_noncontiguous"],
                  os.environ.get(TRACE_ENV) == "1")
         ext.register_ops(resolved.implemented_computed, resolved.fallback)
+        if resolved.profile.boxed:
+            ext.install_boxed_fallback()
         unsupported = traits["unsupported_dtypes"]
         ext.set_traits(resolved.profile.name, [torch.empty(0, dtype=getattr(torch, d)) for d in unsupported],
                        list(unsupported), resolved.overloads_of(traits["leaks_ops"]))
         from torchconform.refdev import device as device_module
 
-        torch._register_device_module(name, device_module)
+        torch._register_device_module(
+            name, device_module.boxed_module() if resolved.profile.boxed else device_module)
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
@@ -139,18 +142,41 @@ def describe(profile: str | None = None) -> dict:
         resolved = _loaded.resolved
     else:
         resolved = profiles.resolve(profiles.load_profile(profile))
+    fallback, missing = list(resolved.fallback), list(resolved.missing)
+    if resolved.profile.boxed:
+        fallback, missing = boxed_truth(resolved)
     return {
         "profile": resolved.profile.name,
         "profile_path": resolved.profile.path,
         "device": _loaded.name if _loaded else device_name(),
+        "fallback_mode": resolved.profile.fallback_mode,
         "implemented": list(resolved.implemented),
-        "fallback": list(resolved.fallback),
-        "missing": list(resolved.missing),
+        "fallback": fallback,
+        "missing": missing,
         "traits": dict(resolved.profile.traits),
         "collectives": collectives(resolved.profile),
         "dispatch_keys": resolved.dispatch_keys(),
-        "expected_traits": expected_traits(resolved),
+        "expected_traits": expected_traits(resolved, fallback),
     }
+
+
+def boxed_truth(resolved: profiles.Resolved) -> tuple[list[str], list[str]]:
+    """A boxed profile's (fallback, missing), computed by refdev's C++ from the dispatcher:
+    every aten overload without a refdev kernel, an AutogradPrivateUse1 kernel or a
+    composite reaches PyTorch's boxed CPU fallback; "fallback" are those with a CPU kernel
+    (everything else a CPU kernel serves), "missing" those without (cpu_fallback fails:
+    "Could not run 'aten::X' with arguments from the 'CPU' backend").  For the loaded
+    profile the kernels are the registered ones; for another, the ones it would register.
+    Needs refdev's build (compiled on first use), not load()."""
+    from torchconform.refdev import build
+
+    if _loaded is not None and resolved is _loaded.resolved:
+        ext, planned, registered = _loaded.ext, [], True
+    else:
+        ext = build.load_extension(verbose=os.environ.get("TORCHCONFORM_REFDEV_VERBOSE") == "1")
+        planned, registered = resolved.implemented, False
+    fallback, missing = ext.boxed_dispatch_truth(list(planned), registered)
+    return list(fallback), list(missing)
 
 
 def collectives(profile: profiles.Profile) -> dict:
@@ -167,18 +193,20 @@ def _base(op: str) -> str:
     return op.split(".", 1)[0]
 
 
-def expected_traits(resolved: profiles.Resolved) -> dict:
+def expected_traits(resolved: profiles.Resolved, fallback=None) -> dict:
     """What the traits suite (suites/traits) must measure on this profile, in the
     dotted keys of ``summary --json``'s ``traits``: the profile's traits said as
-    measurements, so the suite is checked against refdev's ground truth."""
+    measurements, so the suite is checked against refdev's ground truth.  ``fallback``:
+    the fallback overloads when not ``resolved.fallback`` (a boxed profile's, describe())."""
     traits = resolved.profile.traits
+    fallback = resolved.fallback if fallback is None else fallback
     return {
         "precision.float64.executes_as": "float32" if traits["float64_as_float32"] else "float64",
         "noncontiguous_copy.copies": bool(traits["copies_noncontiguous"]),
         # refdev's compile backend is aot_eager underneath, which accepts symbolic
         # shapes: once dynamo has marked a varying size dynamic, new shapes hit.
         "static_shapes.recompiles_per_new_shape": 0.0,
-        "fallback.eager_ops": sorted({_base(op) for op in resolved.fallback}),
+        "fallback.eager_ops": sorted({_base(op) for op in fallback}),
         # refdev never turns on dynamo's suppress_errors: a failed compile raises.
         "fallback.compile_fallback": False,
         "placeholder_outputs.ops": sorted(_base(op) for op in traits["compile_placeholder_ops"]),
@@ -220,14 +248,30 @@ def trait_off_env(trait: str, folder: str) -> dict | None:
     return {PROFILE_ENV: path}
 
 
-def fallback_counts() -> dict[str, int]:
-    """Calls per operator that ran through the CPU fallback since the last reset."""
+def _boxed() -> bool:
+    return _loaded is not None and _loaded.resolved.profile.boxed
+
+
+def fallback_counts() -> dict[str, int] | None:
+    """Calls per operator that ran through the CPU fallback since the last reset; None
+    with a boxed profile, whose fallback (PyTorch's own) counts nothing, as on a real
+    backend (the plugin reads None as "no counter")."""
+    if _boxed():
+        return None
     return dict(_extension().fallback_counts(False)) if _loaded else {}
 
 
 def reset_fallback_counts() -> None:
-    if _loaded:
+    if _loaded and not _boxed():
         _loaded.ext.fallback_counts(True)
+
+
+def boxed_fallback_served(reset: bool = False) -> dict[str, int]:
+    """GROUND TRUTH FOR TESTS ONLY (the plugin and the collectors must never read it: a real
+    backend has no such table).  With a boxed profile: calls the PrivateUse1 backend
+    fallback (PyTorch's cpu_fallback) received per operator since the last reset,
+    including calls that then failed inside it for want of a CPU kernel; {} otherwise."""
+    return dict(_loaded.ext.boxed_fallback_served(reset)) if _boxed() else {}
 
 
 def copy_counts() -> dict[str, int]:

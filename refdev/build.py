@@ -21,7 +21,9 @@ import sys
 from torchconform.errors import UserError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCES = [os.path.join(HERE, "csrc", "refdev.cpp")]
+SOURCES = [os.path.join(HERE, "csrc", "refdev.cpp"), os.path.join(HERE, "csrc", "boxed_fallback.cpp")]
+# Headers the sources include: part of the build key, so an edit rebuilds.
+HEADERS = {SOURCES[0]: [os.path.join(HERE, "csrc", "boxed_fallback.h")]}
 CACHE_ENV = "TORCHCONFORM_REFDEV_CACHE"
 DONE = "built.ok"
 
@@ -56,7 +58,7 @@ def build_key(compiler: str, sources=SOURCES) -> str:
     import torch
 
     h = hashlib.sha256()
-    for path in sources:
+    for path in list(sources) + [hdr for src in sources for hdr in HEADERS.get(src, [])]:
         with open(path, "rb") as f:
             h.update(f.read())
     h.update(torch.__version__.encode())
@@ -66,11 +68,19 @@ def build_key(compiler: str, sources=SOURCES) -> str:
     return h.hexdigest()[:16]
 
 
+# Extensions imported by this process, by module name: describe() of a boxed profile may
+# import refdev's before load() does, and a second import of one .so must not run its
+# module initialisation again.
+_IMPORTED: dict = {}
+
+
 def _import_so(name: str, path: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    if name not in _IMPORTED:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _IMPORTED[name] = module
+    return _IMPORTED[name]
 
 
 def _find_so(build_dir: str, name: str) -> str | None:
@@ -94,6 +104,8 @@ def load_extension(verbose: bool = False, sources=SOURCES, stem: str = "refdev",
         )
     key = build_key(compiler, sources)
     name = f"torchconform_{stem}_{key}"
+    if name in _IMPORTED:
+        return _IMPORTED[name]
     build_dir = os.path.join(cache_root(), key if stem == "refdev" else f"{stem}-{key}")
     done = os.path.join(build_dir, DONE)
     if os.path.exists(done):
@@ -138,6 +150,7 @@ def load_extension(verbose: bool = False, sources=SOURCES, stem: str = "refdev",
                 with open(done + ".tmp", "w") as f:
                     f.write(key + "\n")
                 os.replace(done + ".tmp", done)
+                _IMPORTED[name] = module
                 return module
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)

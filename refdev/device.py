@@ -236,3 +236,21 @@ def get_amp_supported_dtype():
     import torch
 
     return [torch.float16, torch.bfloat16]
+
+
+# Boxed profiles (fallback.mode: boxed) make refdev look like a typical real backend: its
+# device module offers no memory_stats() and no leak counters, so the collectors take the
+# paths they take for such a backend (no allocation counter, no leak check).
+BOXED_HIDDEN = ("memory_stats", "leak_counts", "leak_report")
+
+
+def boxed_module():
+    """This module's twin without BOXED_HIDDEN (registered as torch.<name> for a boxed profile)."""
+    import sys
+    import types
+
+    this = sys.modules[__name__]
+    twin = types.ModuleType(__name__ + ".boxed", this.__doc__)
+    twin.__dict__.update({k: v for k, v in vars(this).items()
+                          if k not in BOXED_HIDDEN and not (k.startswith("__") and k.endswith("__"))})
+    return twin

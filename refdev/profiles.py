@@ -21,10 +21,14 @@ operators that need a direct registration (convolution).  From that universe:
 * ``always_on``: never missing or fallback, whatever the hash says: what tensor
   creation, printing, copies and PyTorch's comparison helpers need.
 * everything else is ``implemented``.
-* two exceptions: ``convolution_overrideable`` / ``convolution_backward_overrideable``
-  share the class of ``convolution`` / ``convolution_backward`` (``PAIRED_OPS``), and
-  overloads with both a CPU kernel and a CompositeExplicitAutograd kernel
-  (``native_layer_norm``...) are never missing: see ``cpu_over_composite_ops``.
+* exceptions: ``convolution_overrideable`` / ``convolution_backward_overrideable`` and
+  ``mode.values`` share the class of ``convolution`` / ``convolution_backward`` / ``mode``
+  (``PAIRED_OPS``), and overloads with both a CPU kernel and a CompositeExplicitAutograd
+  kernel (``native_layer_norm``...) or with a composite that cannot run on a device
+  (``DEVICE_BOUND_COMPOSITES``) are never missing: see ``cpu_over_composite_ops``.
+* ``fallback.mode: boxed`` makes refdev a backend with PyTorch's standard boxed CPU
+  fallback: the same rules pick the operators refdev has a kernel for (``implemented``);
+  every other one reaches ``at::native::cpu_fallback`` (``Resolved.without_kernel``).
 
 An entry without an overload (``aten::nonzero``) names every overload of that
 operator; one with an overload (``aten::add.out``) names just that one.
@@ -63,7 +67,19 @@ FORCED_OPS = ("aten::convolution", "aten::convolution_backward")
 PAIRED_OPS = {
     "aten::convolution_overrideable": "aten::convolution",
     "aten::convolution_backward_overrideable": "aten::convolution_backward",
+    # mode.values has only a CompositeExplicitAutograd kernel, which refuses every
+    # device but CPU, CUDA and XPU ("mode only supports CPU, CUDA and XPU device type"):
+    # refdev computes it as the CPU does, with the class of torch.mode itself.
+    "aten::mode.values": "aten::mode",
 }
+# Operators whose only kernel is a CompositeExplicitAutograd one that cannot run on a
+# PrivateUse1 device: kaiser_window calls a DispatchStub with the tensor's device type
+# ("DispatchStub: missing kernel for refdev"), _batch_norm_no_update calls batch_norm_cpu
+# on device tensors, and ldexp calls ldexp_stub where its torch does not ask
+# is_device_supported first.  refdev computes each on CPU aliases (the stub sees CPU), so
+# it equals the CPU; like cpu_over_composite_ops they are never missing (fallback.ops
+# applies).  Every overload of each base name.
+DEVICE_BOUND_COMPOSITES = ("aten::kaiser_window", "aten::_batch_norm_no_update", "aten::ldexp")
 # Operators that produce sparse, quantized, mkldnn or nested tensors: refdev
 # holds strided tensors only, so these are missing in every profile (an honest
 # dispatcher error instead of a confusing failure when wrapping the result).
@@ -82,7 +98,12 @@ FALLTHROUGH_KEYS = ("AutocastPrivateUse1",)
 _KEYS = {"name", "description", "missing", "fallback", "always_on", "traits", "collectives"}
 _COLLECTIVES_KEYS = {"missing", "synchronous"}
 _MISSING_KEYS = {"share_percent", "salt", "ops"}
-_FALLBACK_KEYS = {"ops"}
+_FALLBACK_KEYS = {"ops", "mode"}
+# fallback.mode: "counted" (refdev's own warned, counted per-operator fallback kernels for
+# fallback.ops; every other operator without a kernel is missing) or "boxed" (as a typical
+# real backend: PyTorch's standard boxed CPU fallback, at::native::cpu_fallback, serves
+# every operator refdev has no kernel for; no warning, no counter; see csrc/boxed_fallback.cpp).
+FALLBACK_MODES = ("counted", "boxed")
 # Boolean traits and list traits (defaults).  List traits:
 #   unsupported_dtypes:      dtypes the device cannot hold; allocating one raises
 #                            "<device> does not support dtype X (profile P)" in C++
@@ -116,6 +137,11 @@ class Profile:
     # whether a collective finishes before it returns (then nothing overlaps it)
     missing_collectives: list[str] = field(default_factory=list)
     synchronous_collectives: bool = False
+    fallback_mode: str = "counted"     # FALLBACK_MODES
+
+    @property
+    def boxed(self) -> bool:
+        return self.fallback_mode == "boxed"
 
 
 def available() -> list[str]:
@@ -185,7 +211,13 @@ def load_profile(name_or_path: str | None = None) -> Profile:
     if not isinstance(missing, dict) or set(missing) - _MISSING_KEYS:
         raise _bad(path, f"'missing' must be a mapping with keys {', '.join(sorted(_MISSING_KEYS))}")
     if not isinstance(fallback, dict) or set(fallback) - _FALLBACK_KEYS:
-        raise _bad(path, "'fallback' must be a mapping with the key ops")
+        raise _bad(path, "'fallback' must be a mapping with the keys ops and mode")
+    mode = fallback.get("mode", "counted")
+    if mode not in FALLBACK_MODES:
+        raise _bad(path, f"'fallback.mode' must be one of {', '.join(FALLBACK_MODES)}, not {mode!r}")
+    if mode == "boxed" and fallback.get("ops"):
+        raise _bad(path, "'fallback.ops' has no meaning with 'fallback.mode: boxed' (PyTorch's boxed CPU fallback "
+                         "serves every operator without a kernel); list those operators under 'missing.ops' instead")
     share = missing.get("share_percent", 0)
     if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 <= share <= 100:
         raise _bad(path, "'missing.share_percent' must be a number from 0 to 100")
@@ -218,6 +250,7 @@ def load_profile(name_or_path: str | None = None) -> Profile:
         traits=traits,
         missing_collectives=missing_collectives,
         synchronous_collectives=synchronous,
+        fallback_mode=mode,
     )
 
 
@@ -252,7 +285,7 @@ def op_universe() -> tuple[str, ...]:
             continue
         # A CompositeExplicitAutograd kernel alone does not exclude an op: with
         # a CPU kernel too it is one of cpu_over_composite_ops().
-        if (name in FORCED_OPS or name in PAIRED_OPS
+        if (name in FORCED_OPS or name in PAIRED_OPS or base_name(name) in DEVICE_BOUND_COMPOSITES
                 or (has(name, "CPU") and not has(name, "CompositeExplicitAutogradNonFunctional")
                     and not has(name, "CompositeImplicitAutograd"))):
             out.append(name)
@@ -306,6 +339,9 @@ class Resolved:
     implemented: list[str]
     fallback: list[str]
     missing: list[str]
+    # boxed profiles only: universe operators refdev registers no kernel for (fallback and
+    # missing stay empty here; describe() asks the dispatcher which the boxed fallback serves)
+    without_kernel: list[str] = field(default_factory=list)
 
     def overloads_of(self, entries) -> list[str]:
         """Implemented or fallback overloads named by ``entries`` (aten::X = every overload)."""
@@ -317,7 +353,9 @@ class Resolved:
         torch): ``kernels``, the operators refdev registers a kernel for under that key
         (PrivateUse1: implemented + fallback), and ``backend_fallback``, what serves
         every other operator there: ``"fallthrough"`` (refdev's: the key is skipped),
-        ``"pytorch"`` (PyTorch's own, e.g. autograd's) or None (nothing: the dispatcher
+        ``"pytorch"`` (PyTorch's own, e.g. autograd's), ``"cpu_fallback"`` (a boxed profile's
+        PrivateUse1 key: PyTorch's at::native::cpu_fallback, registered by refdev as a real
+        backend does) or None (nothing: the dispatcher
         raises unless a PyTorch alias kernel, Autograd or CompositeExplicitAutograd, fills
         the key).  Sparse, quantized and nested keys get no refdev kernel: refdev holds
         strided tensors only."""
@@ -335,6 +373,8 @@ class Resolved:
                 kernels = []
             if key in FALLTHROUGH_KEYS:
                 fallback = "fallthrough"
+            elif key == "PrivateUse1" and self.profile.boxed:
+                fallback = "cpu_fallback"  # refdev registers PyTorch's at::native::cpu_fallback
             elif torch._C._dispatch_has_backend_fallback(getattr(torch._C.DispatchKey, key)):
                 fallback = "pytorch"
             else:
@@ -363,7 +403,7 @@ def resolve(profile: Profile) -> Resolved:
             continue
         if NON_STRIDED.search(op):
             missing.append(op)
-        elif op in cpu_over_composite:
+        elif op in cpu_over_composite or base_name(op) in DEVICE_BOUND_COMPOSITES:
             (fallback if _matches(op, fallback_entries) else implemented).append(op)
         elif _matches(op, always):
             implemented.append(op)
@@ -380,4 +420,8 @@ def resolve(profile: Profile) -> Resolved:
             if PAIRED_OPS[op] in bucket:
                 bucket.append(op)
     implemented = sorted(set(implemented) | set(NATIVE_OPS))
+    if profile.boxed:
+        # No refdev kernel for the rest: PyTorch's boxed CPU fallback serves each (or
+        # fails inside it); which is which is the dispatcher's answer (describe()).
+        return Resolved(profile, implemented, [], [], without_kernel=sorted(missing))
     return Resolved(profile, implemented, sorted(fallback), sorted(missing))

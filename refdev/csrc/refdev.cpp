@@ -11,6 +11,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -27,10 +28,13 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
 
+#include "boxed_fallback.h"
+
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -236,6 +240,49 @@ static at::Generator cpu_view_of(const at::Generator& g) {
 }
 
 // ---------------------------------------------------------------------------
+// Pinned host memory.  t.to("cpu", non_blocking=True) and pin_memory() ask the
+// accelerator's hooks for a pinned-memory allocator (CUDA page-locks host pages so that
+// a copy may run asynchronously).  refdev memory is host memory and every copy is
+// synchronous, so pinned memory is ordinary host memory that this allocator remembers:
+// is_pinned() is true exactly for it.
+static std::mutex g_pinned_mu;
+static std::map<const char*, size_t> g_pinned;  // block start -> bytes
+
+static void free_pinned(void* p) {
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mu);
+    g_pinned.erase(static_cast<const char*>(p));
+  }
+  c10::free_cpu(p);
+}
+
+struct PinnedAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    void* p = n ? c10::alloc_cpu(n) : nullptr;
+    if (p) {
+      std::lock_guard<std::mutex> lock(g_pinned_mu);
+      g_pinned[static_cast<const char*>(p)] = n;
+    }
+    return {p, p, &free_pinned, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
+  void copy_data(void* dst, const void* src, std::size_t n) const override {
+    if (n) std::memcpy(dst, src, n);
+  }
+};
+
+// Whether `data` lies inside a block of the pinned allocator (a view's pointer may not be
+// the block's start).
+static bool is_pinned_ptr(const void* data) {
+  const auto* p = static_cast<const char*>(data);
+  std::lock_guard<std::mutex> lock(g_pinned_mu);
+  auto it = g_pinned.upper_bound(p);
+  if (it == g_pinned.begin()) return false;
+  --it;
+  return p < it->first + it->second;
+}
+
+// ---------------------------------------------------------------------------
 // Hooks: backward, generators and storage resize go through these.
 struct Hooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
@@ -259,6 +306,11 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override { return exchangeDevice(d); }
   void resizePrivateUse1Bytes(const c10::Storage& s, size_t n) const override {
     at::native::resize_bytes_cpu(s.unsafeGetStorageImpl(), n);
+  }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_ptr(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override {
+    static PinnedAllocator allocator;
+    return &allocator;
   }
 };
 
@@ -326,6 +378,22 @@ static at::Tensor make_device_tensor(c10::Storage storage, const at::Tensor& lik
       std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), like_cpu.dtype());
   out.unsafeGetTensorImpl()->set_sizes_and_strides(like_cpu.sizes(), like_cpu.strides(),
                                                    like_cpu.storage_offset());
+  return out;
+}
+
+// Efficient zero tensors (torch._efficientzerotensor; forward-mode AD's zero tangents):
+// the CPU kernel returns a tensor with the ZeroTensor key and no memory (a null data
+// pointer).  Its device twin keeps both, as CUDA's kernel makes it: reading it goes
+// through PyTorch's ZeroTensor fallback, which materializes zeros.  Adopted as plain
+// device memory it handed kernels a null pointer (a segfault on the first read).
+static at::Tensor make_zero_device_tensor(const at::Tensor& cpu, int dev) {
+  check_dtype(cpu.scalar_type());
+  c10::Storage st(c10::Storage::use_byte_size_t(), cpu.storage().nbytes(),
+                  c10::DataPtr(nullptr, c10::Device(kDev, static_cast<c10::DeviceIndex>(dev))), device_allocator(dev),
+                  /*resizable=*/false);
+  auto out = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(st), c10::DispatchKeySet({c10::DispatchKey::PrivateUse1, c10::DispatchKey::ZeroTensor}), cpu.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
   return out;
 }
 
@@ -541,7 +609,10 @@ static void compute_as(const c10::OperatorHandle& op, const c10::OperatorHandle&
   // temporary the conjugate fallback materialized); keep each alive while its
   // CPU alias is in use.
   std::vector<at::Tensor> keep;
-  auto to_cpu = [&](const at::Tensor& t, bool write) -> at::Tensor {
+  // copies_noncontiguous: non-contiguous inputs to copy, as (stack slot, list element or -1);
+  // decided once every written argument is known (see below).
+  std::vector<std::pair<size_t, int64_t>> to_copy;
+  auto to_cpu = [&](const at::Tensor& t, bool write, size_t slot, int64_t elem) -> at::Tensor {
     if (!is_ours(t)) return t;
     keep.push_back(t);
     if (dev < 0) dev = t.device().index();
@@ -549,8 +620,7 @@ static void compute_as(const c10::OperatorHandle& op, const c10::OperatorHandle&
     if (write) {
       written.push_back({t, c});
     } else if (g_copies_noncontiguous && !c.is_contiguous()) {
-      bump(g_copy_counts, op_label(op));
-      c = c.contiguous();
+      to_copy.emplace_back(slot, elem);
     }
     return c;
   };
@@ -560,7 +630,7 @@ static void compute_as(const c10::OperatorHandle& op, const c10::OperatorHandle&
     const auto* ai = args[i].alias_info();
     bool write = ai && ai->isWrite();
     if (iv.isTensor()) {
-      iv = to_cpu(iv.toTensor(), write);
+      iv = to_cpu(iv.toTensor(), write, base + i, -1);
     } else if (iv.isList()) {
       auto list = iv.toList();
       bool any = false;
@@ -572,7 +642,7 @@ static void compute_as(const c10::OperatorHandle& op, const c10::OperatorHandle&
         auto copy = list.copy();
         for (size_t k = 0; k < copy.size(); ++k) {
           auto e = copy.get(k);
-          if (e.isTensor()) copy.set(k, to_cpu(e.toTensor(), write));
+          if (e.isTensor()) copy.set(k, to_cpu(e.toTensor(), write, base + i, static_cast<int64_t>(k)));
         }
         iv = std::move(copy);
       }
@@ -587,6 +657,27 @@ static void compute_as(const c10::OperatorHandle& op, const c10::OperatorHandle&
     } else if (iv.isNone() && args[i].type()->kind() == c10::TypeKind::OptionalType &&
                args[i].type()->containedType(0)->kind() == c10::TypeKind::GeneratorType) {
       none_generators.push_back(i);
+    }
+  }
+  // An input that overlaps a written argument is not copied: the CPU kernel must see the
+  // overlap and reject it (or handle it) exactly as on CPU; a private copy hid it, so an
+  // overlapping out= that CPU rejects was accepted.
+  for (const auto& [slot, elem] : to_copy) {
+    auto& iv = (*stack)[slot];
+    at::Tensor c = elem < 0 ? iv.toTensor() : iv.toList().get(static_cast<size_t>(elem)).toTensor();
+    bool overlaps = false;
+    for (const auto& w : written) {
+      if (at::get_overlap_status(c, w.cpu) != at::MemOverlapStatus::No) {
+        overlaps = true;
+        break;
+      }
+    }
+    if (overlaps) continue;
+    bump(g_copy_counts, op_label(op));
+    if (elem < 0) {
+      iv = c.contiguous();
+    } else {
+      iv.toList().set(static_cast<size_t>(elem), c.contiguous());
     }
   }
   if (dev < 0) dev = t_current;
@@ -616,6 +707,7 @@ static void compute_as(const c10::OperatorHandle& op, const c10::OperatorHandle&
     if (!c.defined() || c.device().type() != c10::DeviceType::CPU) return c;
     for (auto& w : written)
       if (w.cpu.unsafeGetTensorImpl() == c.unsafeGetTensorImpl()) return w.dev;
+    if (c._is_zerotensor()) return make_zero_device_tensor(c, dev);
     if (auto* ds = amap.device_of(c.storage().unsafeGetStorageImpl())) {
       return make_device_tensor(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(ds)), c);
     }
@@ -806,4 +898,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // Never resets: a leak stays visible for the life of the process.
   m.def("leak_counts", [] { return snapshot(g_leak_counts, false); });
   m.def("cpu_alias", &cpu_alias);
+  // Boxed mode (fallback.mode: boxed; csrc/boxed_fallback.cpp).
+  m.def("install_boxed_fallback", &boxed::install);
+  m.def("boxed_fallback_served", &boxed::served);
+  m.def("boxed_dispatch_truth", [](const std::vector<std::string>& planned, bool registered) {
+    auto truth = boxed::dispatch_truth(planned, registered);
+    return std::make_pair(truth.fallback, truth.missing);
+  });
 }

@@ -129,6 +129,7 @@ def _run(args) -> int:
         if args.models:
             print_models(store, args.build, rows, args.json)
             return 0
+        agreement = _agreement(store, args.build, rows)
     if args.csv:
         write_csv(args.csv, rows)
     counts = _counts(rows)
@@ -140,6 +141,8 @@ def _run(args) -> int:
                        seconds=round(census.seconds, 3))
         if found is not None:
             doc["diff"] = found.to_dict()
+        if agreement is not None:
+            doc["agreement"] = agreement.to_dict()
         print(json.dumps(doc, indent=2))
         return 0
     if not args.diff_only:
@@ -148,10 +151,22 @@ def _run(args) -> int:
     where = f" on {census.device} ({census.backend_key}, {census.seconds:.1f}s)" if census is not None else ""
     print(f"census of build {args.build}{where}: {len(rows)} operators: "
           + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    if agreement is not None:
+        print(agreement.line())
     if found is not None:
         print(diff_mod.format_diff(found, limit=args.top))
     sys.stdout.flush()
     return 0
+
+
+def _agreement(store, build: str, rows):
+    """The census against the build's own tests (census/agreement.py); None when the build
+    holds no test results (a census taken alone)."""
+    from torchconform.census.agreement import compare
+    from torchconform.db import queries
+
+    outcomes = list(queries.iter_outcomes(store, build))
+    return compare(rows, outcomes) if outcomes else None
 
 
 def register(sub):

@@ -179,3 +179,24 @@ def test_cli_reads_stored_census_and_refuses_bad_input(store, tmp_path):
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("torchconform: error:"), r.stderr
+
+
+def test_the_census_is_compared_with_what_the_builds_tests_found():
+    from torchconform.census.agreement import compare
+    from torchconform.collectors.outcome import Outcome
+
+    rows = classify(sorted(TABLE), Keys("PrivateUse1", "AutogradPrivateUse1", backend_fallback=True), has)
+    outcomes = [
+        Outcome("t1", "pass_fallback", fallback_ops=["aten::sin"]),          # census: fallback (agrees)
+        Outcome("t2", "skip_backend", kind="missing_op", missing_op="aten::_cudnn_rnn"),   # missing (agrees)
+        Outcome("t3", "skip_backend", kind="missing_op", missing_op="aten::mm"),   # census: native (a broken kernel)
+        Outcome("t4", "pass_fallback", fallback_ops=["aten::fused"]),        # census: autograd
+        Outcome("t5", "skip_backend", kind="missing_collective", missing_op="all_to_all"),  # not an operator
+        Outcome("t6", "pass"),
+    ]
+    got = compare(rows, outcomes)
+    assert got.seen_by_both == 4
+    assert [(op, st) for op, st, _ in got.disagree] == [("aten::fused", "autograd"), ("aten::mm", "native")]
+    assert "4 operators known to both, 2 agree, 2 disagree" in got.line()
+    assert got.to_dict()["found"]["aten::mm"] == {"missing": 1, "fallback": 0}
+

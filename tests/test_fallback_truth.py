@@ -29,19 +29,19 @@ def _env(**extra):
 @pytest.fixture(scope="module")
 def boxed_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("boxed")
-    truth, jsonl = tmp / "truth.json", tmp / "out.jsonl"
+    truth, jsonl, db = tmp / "truth.json", tmp / "out.jsonl", tmp / "store.db"
     proc = subprocess.run(
         [sys.executable, "-m", "torchconform", "run", "--suite", "ops", "--device", "refdev", "--refdev-profile",
-         "boxed-backend", "--ops", OPS, "-n", "0", "--no-db", "--jsonl", str(jsonl), "--build", "boxed-truth",
+         "boxed-backend", "--ops", OPS, "-n", "0", "--db", str(db), "--jsonl", str(jsonl), "--build", "boxed-truth",
          "--", "-p", "fx_boxed_truth"],
         cwd=REPO, env=_env(FX_TRUTH_OUT=truth), capture_output=True, text=True, timeout=900)
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     _, outcomes = read_jsonl(jsonl)
-    return outcomes, json.loads(truth.read_text())
+    return outcomes, json.loads(truth.read_text()), db
 
 
 def test_every_fallback_pass_names_exactly_what_the_boxed_fallback_served(boxed_run):
-    outcomes, truth = boxed_run
+    outcomes, truth, _ = boxed_run
     passes = [o for o in outcomes if o.outcome in ("pass", "pass_fallback")]
     assert len(passes) > 20
     fallback = [o for o in passes if o.outcome == "pass_fallback"]
@@ -76,3 +76,17 @@ def test_the_census_missing_operators_are_refdevs_ground_truth(tmp_path):
     assert got["census_fallback"] == got["truth_fallback"]
     # operators whose only kernels the CPU fallback cannot call are missing, not fallback
     assert "aten::_thnn_fused_gru_cell" in got["census_missing"]
+
+
+def test_census_and_run_agree_on_every_operator_both_see(boxed_run):
+    outcomes, _, db = boxed_run
+    proc = subprocess.run([sys.executable, "-m", "torchconform", "census", "--build", "boxed-truth", "--device",
+                           "refdev", "--db", str(db), "--no-trace", "--json"],
+                          cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    agreement = json.loads(proc.stdout)["agreement"]
+    assert agreement["disagree"] == []
+    # both the fallback passes and the missing operators are known to the census
+    assert agreement["seen_by_both"] >= 3
+    assert any(f["fallback"] for f in agreement["found"].values())
+

@@ -69,6 +69,17 @@ def _counts(rows) -> dict:
     return out
 
 
+def _composite_coverage(rows) -> dict:
+    """Composite rows by what tracing found: every reached operator runs (covered), one does
+    not (blocked), or not known (not traced, or reaching something unknown): a composite
+    is never counted as working on no evidence."""
+    out = {"covered": 0, "blocked": 0, "unknown": 0}
+    for r in rows:
+        if r.status == "composite":
+            out["covered" if r.covered is True else "blocked" if r.covered is False else "unknown"] += 1
+    return out
+
+
 def _model_line(block) -> str:
     if not block.traced:
         return f"{block.model_id}\tno stored operator trace"
@@ -134,7 +145,8 @@ def _run(args) -> int:
         write_csv(args.csv, rows)
     counts = _counts(rows)
     if args.json:
-        doc = {"build": args.build, "counts": counts, "operators": len(rows), "rows": [r.to_dict() for r in rows]}
+        doc = {"build": args.build, "counts": counts, "composite_coverage": _composite_coverage(rows),
+               "operators": len(rows), "rows": [r.to_dict() for r in rows]}
         if census is not None:
             doc.update(device=census.device, backend_key=census.backend_key, torch_version=census.torch_version,
                        profile=census.profile, refdev_profile=census.refdev_profile,
@@ -151,6 +163,7 @@ def _run(args) -> int:
     where = f" on {census.device} ({census.backend_key}, {census.seconds:.1f}s)" if census is not None else ""
     print(f"census of build {args.build}{where}: {len(rows)} operators: "
           + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    print("  composites: " + ", ".join(f"{k} {v}" for k, v in _composite_coverage(rows).items()))
     if agreement is not None:
         print(agreement.line())
     if found is not None:

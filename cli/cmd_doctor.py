@@ -1,4 +1,11 @@
-"""``torchconform doctor``: is this machine ready? torch, compiler, ninja, devices, database."""
+"""``torchconform doctor``: is this machine ready?  torch, compiler, ninja, the database,
+and every device it can bring up: cpu, cuda if available, refdev, and the PrivateUse1
+backends installed here (torch's autoload entry points, shipped profiles' modules that are
+importable, ``--backend-module``).  Each PrivateUse1 device comes up in its own child
+process (skiplists/probe.py): one process holds one PrivateUse1 name, so a backend that
+takes it does not make refdev "fail", it makes refdev run without torch's autoload (as
+``torchconform run`` does)."""
+import importlib.util
 import json
 import os
 import platform
@@ -13,13 +20,78 @@ def _first_line(cmd) -> str:
         return ""
 
 
-def checks(load_device: bool = True) -> dict:
-    """Facts about the environment; ``ok`` is False when something needed is missing."""
-    import torch
-
-    from torchconform import __version__, refdev
+def _database(db) -> str:
     from torchconform.config import db_url, mask_password
+
+    url = db_url(db)
+    shown = mask_password(url)
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if path and not os.path.exists(path):
+            shown += " (no file yet: the first stored run creates it)"
+    return shown
+
+
+def _candidates(backend_module: str | None) -> list[tuple[str, str, str]]:
+    """(device or "" for whichever it registers, module, setup) of the PrivateUse1 backends to try."""
+    from torchconform.skiplists.backend_env import autoload_entry_points
+    from torchconform.skiplists.profile import PROFILE_DIR
+    from torchconform.skiplists.yamlpos import load_data
+
+    out = []
+    if backend_module:
+        out.append(("", backend_module, ""))
+    elif autoload_entry_points():
+        out.append(("", "", ""))   # whatever torch's autoload registers
+    for path in sorted(PROFILE_DIR.glob("*/profile.yaml")):
+        data = load_data(str(path)) or {}
+        module = data.get("backend_module") or ""
+        if module and data.get("device") != "refdev" and importlib.util.find_spec(module.split(".")[0]):
+            out.append((data["device"], module, data.get("setup") or ""))
+    return out
+
+
+def _bring_up(info, device, module, setup, env=None) -> dict | None:
+    """Probe one device in a child; its facts, or None (the failure is a problem of ``info``)."""
+    from torchconform.cli.backend_setup import bring_up_message
+    from torchconform.errors import UserError
+    from torchconform.skiplists.probe import run_probe
+
+    try:
+        facts = run_probe(device, module, setup, full=False, env=env, timeout=300)
+    except UserError as exc:
+        info["problems"].append(str(exc))
+        return None
+    if facts.get("error"):
+        error = facts["error"]
+        name = device or module or "the autoloaded backend"
+        info["problems"].append(bring_up_message(name, module, error["stage"], error["detail"],
+                                                 [e["name"] for e in facts.get("autoload") or []]))
+        return None
+    if facts["round_trip"] != "ok":
+        info["problems"].append(f"{facts['device']} computes x + x wrong ({facts['round_trip']}); check the backend")
+    return facts
+
+
+def checks(load_device: bool = True, db=None, backend_module=None) -> dict:
+    """Facts about the environment; ``ok`` is False when something needed is missing."""
+    from torchconform.skiplists.backend_env import AUTOLOAD_ENV
+
+    # torch here without its autoload: an installed backend's code runs in the children that
+    # bring it up, where a crash is a reported problem, not the end of the doctor
+    saved = os.environ.get(AUTOLOAD_ENV)
+    os.environ[AUTOLOAD_ENV] = "0"
+    try:
+        import torch
+    finally:
+        if saved is None:
+            os.environ.pop(AUTOLOAD_ENV)
+        else:
+            os.environ[AUTOLOAD_ENV] = saved
+
+    from torchconform import __version__
     from torchconform.refdev import build
+    from torchconform.skiplists.backend_env import autoload_entry_points, distribution_of
 
     compiler = build.find_compiler()
     ninja = build.ninja_on_path()
@@ -31,8 +103,10 @@ def checks(load_device: bool = True) -> dict:
         "compiler_version": _first_line([compiler, "--version"]) if compiler else None,
         "ninja": ninja,
         "refdev_cache": build.cache_root(),
-        "database": mask_password(db_url()),
+        "database": _database(db),
         "devices": {"cpu": 1},
+        "backends": [],
+        "notes": [],
         "problems": [],
     }
     if compiler is None:
@@ -41,24 +115,40 @@ def checks(load_device: bool = True) -> dict:
         info["problems"].append("ninja not found; pip install ninja")
     if torch.cuda.is_available():
         info["devices"]["cuda"] = torch.cuda.device_count()
-    if load_device and compiler and ninja:
-        try:
-            name = refdev.load()
-            module = getattr(torch, name)
-            info["devices"][name] = module.device_count()
-            info["refdev_profile"] = refdev.describe()["profile"]
-            # a real round trip, so "available" means "works"
-            x = torch.arange(4.0, device=name)
-            if (x + x).cpu().tolist() != [0.0, 2.0, 4.0, 6.0]:
-                info["problems"].append(f"{name} computes wrong results; rebuild (delete {build.cache_root()})")
-        except Exception as exc:  # noqa: BLE001 - doctor reports, it does not crash
-            info["problems"].append(f"refdev failed to load: {' '.join(str(exc).split())[:300]}")
+    if not load_device:
+        info["ok"] = not info["problems"]
+        return info
+    taken = None
+    for device, module, setup in _candidates(backend_module):
+        facts = _bring_up(info, device, module, setup)
+        if facts is None:
+            continue
+        dist, version = facts.get("distribution") or distribution_of(module)
+        info["devices"][facts["device"]] = facts["device_count"]
+        info["backends"].append({"device": facts["device"], "module": module, "registered_by": facts["registered_by"],
+                                 "distribution": dist, "version": version})
+        if facts["registered_by"] == "autoload":
+            taken = facts["device"]
+    if compiler and ninja:
+        from torchconform.refdev import profiles
+
+        env = dict(os.environ)
+        if autoload_entry_points():
+            # refdev needs PrivateUse1 for itself: `torchconform run --device refdev` turns autoload off too
+            env[AUTOLOAD_ENV] = "0"
+            if taken:
+                info["notes"].append(f"PrivateUse1 is {taken!r} when torch loads (autoload); refdev runs with "
+                                     f"{AUTOLOAD_ENV}=0, which `torchconform run --device refdev` sets")
+        facts = _bring_up(info, "refdev", "torchconform.refdev", "torchconform.refdev:load", env)
+        if facts is not None:
+            info["devices"]["refdev"] = facts["device_count"]
+            info["refdev_profile"] = profiles.load_profile(os.environ.get("TORCHCONFORM_REFDEV_PROFILE")).name
     info["ok"] = not info["problems"]
     return info
 
 
 def _run(args) -> int:
-    info = checks(load_device=not args.no_device)
+    info = checks(load_device=not args.no_device, db=args.db, backend_module=args.backend_module)
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -67,6 +157,12 @@ def _run(args) -> int:
             if key in info:
                 print(f"{key:<17} {info[key] if info[key] is not None else 'NOT FOUND'}")
         print(f"{'devices':<17} {', '.join(f'{k} x{v}' for k, v in info['devices'].items())}")
+        for b in info["backends"]:
+            dist = f"{b['distribution']} {b['version']}" if b["distribution"] else "no installed distribution"
+            print(f"{'backend':<17} {b['device']}: {b['module'] or '(autoload)'}, {dist}, registered by "
+                  f"{b['registered_by']}")
+        for note in info["notes"]:
+            print(f"note: {note}")
         for problem in info["problems"]:
             print(f"problem: {problem}")
         print("ok" if info["ok"] else "NOT OK")
@@ -74,7 +170,11 @@ def _run(args) -> int:
 
 
 def register(sub):
-    p = sub.add_parser("doctor", help="check torch, compiler, ninja, devices and the database URL")
+    p = sub.add_parser("doctor", help="check torch, compiler, ninja, the database and every device that comes up")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--no-device", action="store_true", help="do not build/load the reference device")
+    p.add_argument("--no-device", action="store_true", help="bring up no device (no refdev build, no backend)")
+    p.add_argument("--db", default=None, help="results store to report (path or URL; default $TORCHCONFORM_DB or "
+                                             "./torchconform.db)")
+    p.add_argument("--backend-module", default=None, metavar="M",
+                   help="also bring up the PrivateUse1 device this module registers")
     p.set_defaults(func=_run)

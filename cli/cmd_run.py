@@ -45,8 +45,11 @@ def register(subparsers):
                    help="finish a build an interrupted run left unfinished: run only the tests it lacks "
                         "(with a suite set, only the steps not finished); same --build, --db and selection")
     p.add_argument("--selection", default="quick", choices=("quick", "full"), help="selection of the suite (default: quick)")
-    p.add_argument("--device", default="refdev", help="device under test (default: refdev)")
-    p.add_argument("--profile", default=None, help="backend profile name or profile.yaml path (default: the device's)")
+    p.add_argument("--device", default="refdev",
+                   help="device under test (default: refdev); any PrivateUse1 name with --backend-module, even "
+                        "without a profile (defaults probed at start-up; `torchconform backend init` writes one)")
+    p.add_argument("--profile", default=None,
+                   help="backend profile name or profile.yaml path (default: the device's; docs/profiles.md)")
     p.add_argument("--refdev-profile", default=None,
                    help="refdev operator profile (young-backend, full or a YAML path; default $TORCHCONFORM_REFDEV_PROFILE or young-backend)")
     p.add_argument("--backend-module", default=None, help="module whose import registers the backend")
@@ -108,10 +111,9 @@ def package_root() -> str:
 
 
 def _profile_label(args) -> str:
-    if args.device == "refdev" and (args.profile in (None, "refdev")):
-        return os.path.splitext(os.path.basename(args.refdev_profile or os.environ.get("TORCHCONFORM_REFDEV_PROFILE")
-                                                 or "young-backend"))[0]
-    return os.path.splitext(os.path.basename(args.profile or args.device))[0]
+    from torchconform.cli.backend_setup import profile_label
+
+    return profile_label(args)
 
 
 def _what_runs(args) -> str:
@@ -126,13 +128,12 @@ def _what_runs(args) -> str:
 
 
 def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.cli.backend_setup import resolve_backend
     from torchconform.skiplists.schema import load_skiplist
 
-    profile = load_profile(args.profile or args.device)  # fail fast on a bad profile
-    if profile.device != args.device:
-        raise UserError(f"profile {profile.name!r} is for device {profile.device!r}, not {args.device!r}; "
-                        "pick a matching --profile")
+    # fail fast on a bad profile; a device without one gets probed defaults (cli/backend_setup.py)
+    backend = resolve_backend(args, check=False)
+    profile = backend.profile
     suite_args = suite_paths(args.suite)
     if "--rootdir" not in suite_args and not any(a.startswith("--rootdir=") for a in suite_args):
         suite_args += ["--rootdir", package_root()]
@@ -149,8 +150,8 @@ def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
         raise UserError(f"-n {workers} is not a worker count; use 0 (serial) or more")
     if workers:
         cmd += ["-n", str(workers), "--max-worker-restart", "1000"]
-    if args.backend_module:
-        cmd += ["--tc-backend-module", args.backend_module]
+    if backend.backend_module:
+        cmd += ["--tc-backend-module", backend.backend_module]
     if args.junit:
         cmd += ["--tc-junit", os.path.abspath(args.junit)]
     if db:
@@ -224,9 +225,9 @@ def run_suite(args) -> int:
 
         if args.world_size < 2:
             raise UserError(f"--world-size {args.world_size} is not a world size; use 2 or more ranks")
-        from torchconform.skiplists.profile import load_profile
+        from torchconform.cli.backend_setup import resolve_backend
 
-        ranks = load_profile(args.profile or args.device).distributed["ranks_per_host"]
+        ranks = resolve_backend(args, check=False).profile.distributed["ranks_per_host"]
         if ranks and args.world_size > ranks:
             raise UserError(f"--world-size {args.world_size} is more ranks than one {args.device} host runs "
                             f"({ranks}, the profile's distributed.ranks_per_host); use at most {ranks}")
@@ -256,7 +257,15 @@ def run_suite(args) -> int:
     if args.resume and not db:
         raise UserError("--resume finds what a build lacks in the results store; drop --no-db")
     cmd = build_command(args, build, jsonl, db)
-    env = dict(os.environ)
+    from torchconform.cli.backend_setup import resolve_backend
+
+    # The device comes up in a child before pytest starts: a backend that cannot load is one
+    # line here, and no build is made in the store for it.
+    backend = resolve_backend(args)
+    if "--tc-backend-module" in cmd and not backend.backend_module:   # torch's autoload loads it
+        at = cmd.index("--tc-backend-module")
+        del cmd[at:at + 2]
+    env = dict(os.environ, **backend.env)
     if args.shards > 1:
         # Every shard tells the store the build has N of them (recorded when its run starts):
         # the build is complete only when all have finished.
@@ -416,7 +425,9 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
         progress.sync(o.outcome for o in outcomes)
         progress.close(final=bool(outcomes) and not usage_error)
     if usage_error:
-        raise UserError(usage_error)
+        from torchconform.cli.backend_setup import cli_wording
+
+        raise UserError(cli_wording(usage_error))
     if not verbose and rc not in FINISHED_EXIT_STATUSES and forwarded.signal is None:
         _print_log_tail(log_path, rc)
     if rc not in (0, 1) and not os.path.exists(jsonl):

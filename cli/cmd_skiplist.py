@@ -14,10 +14,11 @@ def register(subparsers):
     sub = p.add_subparsers(dest="skiplist_command", metavar="ACTION")
     sub.required = True
 
-    lint = sub.add_parser("lint", help="check skiplist files (schema, regexes, duplicates, overlaps, expiry, stale entries)",
+    lint = sub.add_parser("lint", help="check skiplist files (schema, regexes, duplicates, overlaps, expiry, stale entries) "
+                                           "and backend profiles (keys and types, docs/profiles.md)",
                           description="Check skiplist YAML files. With --collect 'ARGS', also collect the tests that "
                                       "`pytest ARGS` would run and report entries that match none.")
-    lint.add_argument("paths", nargs="+", metavar="PATH", help="skiplist YAML file or a backend folder (skiplists/refdev)")
+    lint.add_argument("paths", nargs="+", metavar="PATH", help="skiplist YAML file, backend profile (profile.yaml) or a backend folder (skiplists/refdev)")
     lint.add_argument("--collect", metavar="'PYTEST ARGS'",
                       help="collect the tests these pytest arguments select (one quoted string, e.g. "
                            "'suites/ops --tc-device refdev') and report entries matching none of them")
@@ -42,7 +43,8 @@ def _expand(paths) -> list[str]:
     out: list[str] = []
     for path in paths:
         if os.path.isdir(path):
-            found = sorted(p for p in glob.glob(os.path.join(path, "*.y*ml")) if os.path.basename(p) not in ("profile.yaml", "profile.yml"))
+            # the backend's profile.yaml too: lint checks it against the profile format
+            found = sorted(glob.glob(os.path.join(path, "*.y*ml")))
             if not found:
                 raise UserError(f"{path} holds no skiplist YAML files; name the files or the right folder")
             out.extend(found)

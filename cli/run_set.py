@@ -76,9 +76,15 @@ def run_set(args) -> int:
         raise UserError(f"--suite-set and --suite {args.suite} both say what to run; pass one of them")
     name, steps = load_set(args.suite_set or "all")
     steps, notes = applicable(steps, args.pytorch_src or os.environ.get(SRC_ENV))
+    from torchconform.cli.backend_setup import GENERATED_DIR, resolve_backend
+
     build = args.build or default_build_name(args.device, _profile_label(args))
+    backend = resolve_backend(args)   # the device comes up before any step stores anything
+    if not args.profile and os.path.dirname(backend.profile.path).endswith(GENERATED_DIR):
+        args.profile = backend.profile.path   # probed once, for every step
+    args.backend_module = backend.backend_module or None
     db = db_url(args.db)
-    env = dict(os.environ)
+    env = dict(os.environ, **backend.env)
     env[PLAN_ENV] = json.dumps([{"suite": s.suite, "shards": args.shards} for s in steps])
     for note in notes:
         print(f"torchconform: suite set {name}: {note}", file=sys.stderr)

@@ -9,6 +9,9 @@ Checks, each reported as ``file:line: severity: [code] message``:
   error), or, with collected tests, tests matched by two entries (warning);
 * ``expired``  entries past their ``expires`` date (they no longer apply: remove or renew);
 * ``torch``    entries whose torch range excludes the installed torch (warning: inactive);
+* ``profile``  a backend profile (``profile.yaml``, or any file with ``device:`` and no
+  ``entries:``) is checked against its own format instead (``profile_schema.py``):
+  unknown keys, wrong types, regexes without their group;
 * ``stale``    with collected tests: entries that match no test.  A skip line naming a
   test that no longer exists would silently swallow a real failure later, when a test
   with that name comes back with a different meaning.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import fnmatch
+import os
 import re
 
 from torchconform.skiplists.entries import Entry, TestInfo
@@ -30,6 +34,10 @@ def lint(paths, collected: list[TestInfo] | None = None, today: _dt.date | None 
     problems: list[Problem] = []
     entries: list[Entry] = []
     for path in paths:
+        profile_problems = lint_profile(path)
+        if profile_problems is not None:
+            problems.extend(profile_problems)
+            continue
         sl, found = parse_skiplist(path)
         problems.extend(found)
         entries.extend(sl.entries)
@@ -44,6 +52,19 @@ def lint(paths, collected: list[TestInfo] | None = None, today: _dt.date | None 
     if collected is not None:
         problems.extend(_against_collected(entries, collected, today, torch_version))
     return sorted(problems, key=lambda p: (p.path, p.line, p.code))
+
+
+def lint_profile(path: str) -> list[Problem] | None:
+    """The problems of a backend profile file; None when ``path`` is a skiplist."""
+    from torchconform.skiplists.profile_schema import check_profile, is_profile_document
+    from torchconform.skiplists.yamlpos import YamlError, load_yaml
+
+    named = os.path.basename(path) in ("profile.yaml", "profile.yml")
+    try:
+        data = load_yaml(path)
+    except YamlError as exc:
+        return [Problem(path, exc.line, "yaml", exc.message)] if named else None
+    return check_profile(data, path) if named or is_profile_document(data) else None
 
 
 def _duplicates_and_shadows(entries: list[Entry]) -> list[Problem]:

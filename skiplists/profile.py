@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchconform.errors import UserError
-from torchconform.skiplists.yamlpos import YamlError, load_data
+from torchconform.skiplists.profile_schema import KEYS as PROFILE_KEYS
+from torchconform.skiplists.profile_schema import check_profile
+from torchconform.skiplists.yamlpos import YamlError, load_yaml
 
 PROFILE_DIR = Path(__file__).resolve().parent
 
@@ -47,12 +49,17 @@ COLLECTIVE_OF_ENTRY = {
     "all_to_all_single": "all_to_all", "send": "send_recv", "recv": "send_recv", "recvAnysource": "send_recv",
 }
 
-_KNOWN_KEYS = {
-    "name", "device", "backend_module", "setup", "compile_backend", "backend_names",
-    "missing_op_patterns", "fallback_patterns", "unsupported_dtype_patterns", "not_executed_patterns",
-    "fallback_counter", "fallback_reset", "dtype_policy", "worker_env", "env", "description", "trait_off",
-    "distributed",
-}
+# Every key a profile may hold: skiplists/profile_schema.py documents and checks them.
+_KNOWN_KEYS = set(PROFILE_KEYS)
+
+# Devices inductor generates code for; any other (a PrivateUse1 device) compiles with
+# aot_eager by default: inductor fails on a device it has no code generator for.
+INDUCTOR_DEVICES = {"cpu", "cuda", "xpu", "mps"}
+
+
+def default_compile_backend(device: str) -> str:
+    """The compile backend of a profile that names none."""
+    return "inductor" if not device or device in INDUCTOR_DEVICES else "aot_eager"
 
 # How a device runs distributed (the distributed suite's launcher and classifier):
 #   c10d_backend     the c10d backend of the device type ("cpu:gloo,<device>:<this>")
@@ -72,7 +79,7 @@ class BackendProfile:
     device: str
     backend_module: str = ""
     setup: str = ""                    # "module:function" called once per process after import
-    compile_backend: str = "inductor"
+    compile_backend: str = ""          # "": default_compile_backend(device)
     # Dispatch-key spellings that belong to this backend (``PrivateUse1``,
     # ``AutogradPrivateUse1``, ``refdev``...).  A dispatcher error naming any
     # other backend (e.g. ``CPU`` while computing the reference) is not this
@@ -103,6 +110,7 @@ class BackendProfile:
     path: str = ""
 
     def __post_init__(self):
+        self.compile_backend = self.compile_backend or default_compile_backend(self.device)
         self._missing = [re.compile(p) for p in GENERIC_MISSING_OP + list(self.missing_op_patterns)]
         self._fallback = [re.compile(p) for p in GENERIC_FALLBACK + list(self.fallback_patterns)]
         self._dtype = [re.compile(p) for p in self.unsupported_dtype_patterns]
@@ -176,6 +184,21 @@ def available_profiles() -> list[str]:
     return sorted(p.parent.name for p in PROFILE_DIR.glob("*/profile.yaml"))
 
 
+def shipped_profile_for(device: str) -> str:
+    """The shipped profile of ``device``: skiplists/<device>/, else the one whose ``device``
+    key names it (skiplists/torchvulkan/ is device vulkan); "" when none is shipped."""
+    if device in available_profiles():
+        return device
+    for path in sorted(PROFILE_DIR.glob("*/profile.yaml")):
+        try:
+            data = load_yaml(str(path))
+        except YamlError:
+            continue
+        if isinstance(data, dict) and data.get("device") == device:
+            return path.parent.name
+    return ""
+
+
 def generic_profile() -> BackendProfile:
     """A profile that recognises the shared messages for any backend (used by ingest without a profile)."""
     return BackendProfile(name="generic", device="")
@@ -201,60 +224,47 @@ def load_profile(name_or_path: str | os.PathLike) -> BackendProfile:
             "or a path to a profile.yaml"
         )
     try:
-        data = load_data(str(path)) or {}
+        data = load_yaml(str(path))
     except YamlError as exc:
         raise UserError(f"malformed backend profile {exc}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"backend profile {path} must be a mapping of keys; see skiplists/refdev/profile.yaml")
-    unknown = sorted(set(data) - _KNOWN_KEYS)
-    if unknown:
-        raise UserError(f"backend profile {path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_KNOWN_KEYS))}")
-    if not data.get("device"):
-        raise UserError(f"backend profile {path}: missing 'device'; name the torch device type, e.g. device: refdev")
-    data.setdefault("name", path.parent.name)
-    for key in ("missing_op_patterns", "fallback_patterns", "unsupported_dtype_patterns", "not_executed_patterns"):
-        for pattern in data.get(key) or []:
-            try:
-                rx = re.compile(pattern)
-            except re.error as exc:
-                raise UserError(f"backend profile {path}: bad regex in {key}: {pattern!r} ({exc}); fix the pattern")
-            if key in ("missing_op_patterns", "fallback_patterns") and "op" not in rx.groupindex:
-                raise UserError(f"backend profile {path}: {key} pattern {pattern!r} needs a (?P<op>...) group")
-        data[key] = list(data.get(key) or [])
-    for key in ("backend_names",):
+    errors = check_profile(data, str(path))
+    if errors:
+        more = f" (and {len(errors) - 1} more: `torchconform skiplist lint {path}`)" if len(errors) > 1 else ""
+        first = errors[0]
+        raise UserError(f"backend profile {first.path}:{first.line}: {first.message}{more}")
+    data = {k: v for k, v in _plain(data).items() if v is not None}
+    # Named by its keys, never by its file: a profile.yaml anywhere is not "profile"
+    # (builds are <device>-<name>-<time>, and the site's series go by the name).
+    data.setdefault("name", data["device"])
+    for key in ("missing_op_patterns", "fallback_patterns", "unsupported_dtype_patterns", "not_executed_patterns",
+                "backend_names"):
         data[key] = [str(x) for x in data.get(key) or []]
-    data["dtype_policy"] = _dtype_policy(path, data.get("dtype_policy") or {})
-    data["env"] = {str(k): str(v) for k, v in (data.get("env") or {}).items()}
-    data["distributed"] = _distributed(path, data.get("distributed") or {})
+    data["dtype_policy"] = _dtype_policy(path, {k: v for k, v in (data.get("dtype_policy") or {}).items()
+                                                if v is not None})
+    data["env"] = {str(k): _env_text(v) for k, v in (data.get("env") or {}).items()}
+    # an empty value means the default, in a section as at the top
+    data["distributed"] = dict(DISTRIBUTED_DEFAULTS, **{k: v for k, v in (data.get("distributed") or {}).items()
+                                                        if v is not None})
+    data["distributed"]["missing_collective_patterns"] = list(data["distributed"]["missing_collective_patterns"] or [])
+    for key in ("c10d_backend", "device_env"):
+        data["distributed"][key] = str(data["distributed"][key] or "")
     return BackendProfile(path=str(path), **{k: v for k, v in data.items() if v is not None})
 
 
-def _distributed(path: Path, section) -> dict:
-    """The ``distributed`` section over DISTRIBUTED_DEFAULTS, checked."""
-    if not isinstance(section, dict):
-        raise UserError(f"backend profile {path}: 'distributed' must be a mapping; see skiplists/refdev/profile.yaml")
-    unknown = sorted(set(section) - set(DISTRIBUTED_DEFAULTS))
-    if unknown:
-        raise UserError(f"backend profile {path}: unknown key(s) {', '.join(unknown)} under 'distributed'; "
-                        f"allowed: {', '.join(DISTRIBUTED_DEFAULTS)}")
-    out = dict(DISTRIBUTED_DEFAULTS, **section)
-    ranks = out["ranks_per_host"]
-    if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 0:
-        raise UserError(f"backend profile {path}: distributed.ranks_per_host must be a whole number (0: the "
-                        "device count)")
-    out["c10d_backend"], out["device_env"] = str(out["c10d_backend"] or ""), str(out["device_env"] or "")
-    patterns = [str(p) for p in out["missing_collective_patterns"] or []]
-    for pattern in patterns:
-        try:
-            rx = re.compile(pattern)
-        except re.error as exc:
-            raise UserError(f"backend profile {path}: bad regex in distributed.missing_collective_patterns: "
-                            f"{pattern!r} ({exc}); fix the pattern") from None
-        if "collective" not in rx.groupindex:
-            raise UserError(f"backend profile {path}: distributed.missing_collective_patterns pattern {pattern!r} "
-                            "needs a (?P<collective>...) group")
-    out["missing_collective_patterns"] = patterns
-    return out
+def _plain(value):
+    """Pos* containers (with their line numbers) as plain dicts and lists."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _env_text(value) -> str:
+    """An env value as the environment holds it (YAML's true is "1", as a shell writes it)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return "" if value is None else str(value)
 
 
 def _dtype_policy(path: Path, policy) -> dict:

@@ -18,10 +18,10 @@ boxed CPU fallback has it) and with it off (=0): the ratio to plain pytest (targ
 and whether both runs stored the same outcomes (the observer must never change a test;
 host_only, which only the observer can decide on some backends, set aside).
 """
-import json
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import subprocess

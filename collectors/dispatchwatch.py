@@ -86,15 +86,50 @@ class DispatchWatch:
 
     @contextlib.contextmanager
     def watch(self):
+        """Record the block.  Watches nest (a probe watching its own calls inside a test
+        the plugin watches): the observer runs one recording at a time, so an inner watch
+        pauses the outer one and hands it what it recorded, and the outer still sees every
+        operator its block asked of the device."""
         seen = Seen()
         if self._native is None:
             yield seen
             return
-        self._native.start(self.device_type)
+        outer = _RUNNING[-1] if _RUNNING else None
+        if outer is not None:
+            outer.take(*outer.native.stop())
+        frame = _Recording(self._native, self.device_type)
+        try:
+            self._native.start(self.device_type)
+        except BaseException:
+            if outer is not None:
+                outer.native.start(outer.device_type)
+            raise
+        _RUNNING.append(frame)
         try:
             yield seen
         finally:
-            ops, raised = self._native.stop()
-            seen.ops, seen.raised, seen.recorded = set(ops), raised, True
+            frame.take(*self._native.stop())
+            _RUNNING.pop()
+            if outer is not None:
+                if outer.device_type == frame.device_type:
+                    outer.take(frame.ops, frame.raised)
+                outer.native.start(outer.device_type)
+            seen.ops, seen.raised, seen.recorded = frame.ops, frame.raised, True
             if self.keys.backend_fallback:
                 seen.fallback = sorted(op for op in seen.ops if self.served_by_fallback(op))
+
+
+@dataclass
+class _Recording:
+    """A running watch: what it recorded before an inner watch paused it."""
+    native: object
+    device_type: str
+    ops: set = field(default_factory=set)
+    raised: str = ""
+
+    def take(self, ops, raised: str) -> None:
+        self.ops.update(ops)
+        self.raised = raised or self.raised   # the latest exception's operator
+
+
+_RUNNING: list[_Recording] = []   # the watches running now, innermost last

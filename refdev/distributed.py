@@ -49,14 +49,32 @@ def _alias(tensors):
     return [_alias(t) for t in tensors]
 
 
-def _joined(works):
-    """One Work over several (gloo has no coalesced tensor forms): done when all are."""
+def _finished_work(value):
+    """A Work that is already complete, its future holding ``value`` (a list of tensors).
+
+    c10d's wrappers wait on the Work a backend returns (``isend``/``recv`` and every
+    blocking collective call ``wait()``); a synchronous backend has waited already, and
+    gloo's send/recv Work blocks forever on a second ``wait()``, so the caller gets this
+    one instead of gloo's."""
     import torch
-    import torch.distributed as dist
+    from torch._C._distributed_c10d import _create_work_from_future
+
+    fut = torch.futures.Future()
+    fut.set_result(value)
+    return _create_work_from_future(fut)
+
+
+def _joined(works):
+    """One Work over several (gloo has no coalesced tensor forms): done when all are,
+    its result every Work's tensors in order."""
+    import torch
+    from torch._C._distributed_c10d import _create_work_from_future
 
     if len(works) == 1:
         return works[0]
-    return dist._create_work_from_future(torch.futures.collect_all([w.get_future() for w in works]))
+    both = torch.futures.collect_all([w.get_future() for w in works])
+    # collect_all's value is the list of futures; a Work's future must hold tensors
+    return _create_work_from_future(both.then(lambda done: [t for f in done.value() for t in f.value()]))
 
 
 def _make_group_class():
@@ -104,13 +122,21 @@ def _make_group_class():
         def group_desc(self) -> str:
             return self._group_desc
 
-        def _run(self, collective: str, call):
+        def _run(self, collective: str, call, tensors=None):
+            """``call()``'s Work; when synchronous, finished before it returns and handed
+            back as a finished Work holding its result (gloo's own result, or ``tensors``
+            where gloo's Work has none: send and recv)."""
             if collective in self._missing:
                 raise RuntimeError(missing_message(collective, self._profile))
             work = call()
-            if self._synchronous:
-                work.wait()
-            return work
+            if not self._synchronous:
+                return work
+            work.wait()
+            try:
+                value = work.get_future().value()
+            except RuntimeError:  # "Work::getFuture not implemented" (gloo's send/recv)
+                value = list(tensors or [])
+            return _finished_work(value)
 
         # -- the collectives -------------------------------------------------------
         def allreduce(self, tensors, opts=None):
@@ -175,13 +201,13 @@ def _make_group_class():
             return self._run("barrier", lambda: self._gloo.barrier(opts or dist.BarrierOptions()))
 
         def send(self, tensors, dst: int, tag: int = 0):
-            return self._run("send_recv", lambda: self._gloo.send(_alias(tensors), dst, tag))
+            return self._run("send_recv", lambda: self._gloo.send(_alias(tensors), dst, tag), _alias(tensors))
 
         def recv(self, tensors, src: int, tag: int = 0):
-            return self._run("send_recv", lambda: self._gloo.recv(_alias(tensors), src, tag))
+            return self._run("send_recv", lambda: self._gloo.recv(_alias(tensors), src, tag), _alias(tensors))
 
         def recv_anysource(self, tensors, tag: int = 0):
-            return self._run("send_recv", lambda: self._gloo.recv_anysource(_alias(tensors), tag))
+            return self._run("send_recv", lambda: self._gloo.recv_anysource(_alias(tensors), tag), _alias(tensors))
 
         def gather(self, output_lists, inputs, opts=None):
             return self._run("gather", lambda: self._gloo.gather(

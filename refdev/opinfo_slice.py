@@ -29,24 +29,32 @@ def opinfos(names=None, limit=None):
     return ops[:limit] if limit else ops
 
 
-def _to(value, device):
+def _on_cpu(result):
+    """A result (a tensor, or tuples and lists of them) with every tensor on CPU."""
     import torch
     from torch.utils._pytree import tree_map
 
-    return tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, value)
+    return tree_map(lambda x: x.cpu() if isinstance(x, torch.Tensor) else x, result)
 
 
-def run_samples(op, device, dtype, compare_device=None, max_samples=None):
-    """Run ``op``'s samples on ``device``; when compare_device is given, also there and compare."""
+def run_samples(op, device, dtype, compare_cpu=False, max_samples=None):
+    """Run ``op``'s samples on ``device``; with ``compare_cpu``, also each sample's CPU
+    copy on CPU, and compare.  The copy is made before the device runs (an in-place op
+    changes its sample), and is on CPU entirely: tensors copied, every argument naming
+    the device renamed ``cpu`` (samples.cpu_copy), so the reference never runs on the
+    device and compares the device with itself."""
     import torch
+
+    from torchconform.suites.ops.samples import check_reference_on_cpu, cpu_copy
 
     samples = list(op.sample_inputs(device, dtype, requires_grad=False))[:max_samples]
     for sample in samples:
+        ref_sample = cpu_copy(sample, device) if compare_cpu else None
         out = op(sample.input, *sample.args, **sample.kwargs)
-        if compare_device is not None:
-            ref_sample = _to(sample, compare_device)
+        if ref_sample is not None:
             ref = op(ref_sample.input, *ref_sample.args, **ref_sample.kwargs)
-            torch.testing.assert_close(_to(out, "cpu"), _to(ref, "cpu"), equal_nan=True, check_device=False,
+            check_reference_on_cpu(ref, label(op))
+            torch.testing.assert_close(_on_cpu(out), ref, equal_nan=True, check_device=False,
                                        atol=1e-4, rtol=1e-4)
     return len(samples)
 
@@ -69,7 +77,7 @@ def run_slice(device: str, ops, dtype=None, compare: bool = True, max_samples=No
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                n = run_samples(op, device, dtype, "cpu" if compare else None, max_samples)
+                n = run_samples(op, device, dtype, compare, max_samples)
             results.append(SliceResult(name, "pass" if n else "no_samples", seconds=time.perf_counter() - start))
         except NotImplementedError as exc:
             m = _MISSING.search(str(exc))

@@ -47,7 +47,8 @@ def describe(tmp_path, profile):
     return json.loads(tc(["refdev", "describe", "--json", "--profile", profile], tmp_path).stdout)
 
 
-@pytest.fixture(scope="module", params=["young-backend", "full", PROBE_PROFILE], ids=["young-backend", "full", "probe"])
+@pytest.fixture(scope="module", params=["young-backend", "full", PROBE_PROFILE, "boxed-backend"],
+                ids=["young-backend", "full", "probe", "boxed-backend"])
 def refdev_run(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("traits")
     summary, text = run_traits(tmp, "refdev", "--refdev-profile", request.param)
@@ -74,7 +75,25 @@ def test_young_backend_shows_its_traps(refdev_run):
     assert traits["placeholder_outputs"]["ops"] == ["aten::atan2", "aten::erfinv"]
     assert traits["fallback"]["eager_ops"] == ["aten::cumsum", "aten::kthvalue", "aten::median", "aten::nonzero",
                                                "aten::sort"]
+    assert traits["fallback"]["eager_source"] == "counter"
     assert summary["outcomes"]["pass_fallback"] == 1      # the fallback probe, stored like any other outcome
+
+
+def test_boxed_fallback_is_seen_through_the_dispatcher(refdev_run):
+    """PyTorch's boxed CPU fallback neither counts nor warns: the probe sees it through the
+    dispatcher, and measures what refdev's ground truth says its workload reaches (the
+    fallback's operators among those the probe calls, not the ~100 the fallback serves)."""
+    summary, text, info = refdev_run
+    if info["fallback_mode"] != "boxed":
+        pytest.skip("boxed profiles only")
+    fallback = summary["traits"]["fallback"]
+    assert fallback["eager_source"] == "dispatcher"
+    assert fallback["eager_ops"] == info["expected_traits"]["fallback.eager_ops"] == \
+        ["aten::cumsum", "aten::kthvalue", "aten::median", "aten::nonzero", "aten::sort"]
+    assert len({op.split(".")[0] for op in info["fallback"]}) > 3 * len(fallback["eager_ops"])
+    assert fallback["eager_calls"] == len(fallback["eager_ops"])     # each called once by the workload
+    assert "eager CPU fallback ops" in text and "none" not in text.split("eager CPU fallback ops", 1)[1].splitlines()[0]
+    assert summary["outcomes"]["pass_fallback"] == 1      # the plugin's own watch saw it too
 
 
 def test_compile_times_and_environment(refdev_run):

@@ -2,11 +2,14 @@
 operators run through the backend's eager CPU fallback."""
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from torchconform.collectors.traitnotes import not_measurable
 from torchconform.suites.common import active_profile
 from torchconform.suites.traits import backend
+from torchconform.suites.traits.workload import eager_fallback_workload
 
 FLOATING = ("float64", "float32", "float16", "bfloat16")
 # Candidates for "computes in", most precise first.
@@ -73,49 +76,64 @@ def declared_executes_as(dtype_name: str) -> str:
     return str(downcast.get(dtype_name, dtype_name))
 
 
-def _workload(dev: str) -> dict:
-    """Operators young backends commonly run on the CPU, each called once on the device."""
-    x = torch.tensor([3.0, -1.0, 2.0, 5.0, 0.5, -4.0], device=dev)
-    return {
-        "aten::nonzero": lambda: torch.nonzero(x > 0),
-        "aten::cumsum": lambda: torch.cumsum(x, 0),
-        "aten::cumprod": lambda: torch.cumprod(x, 0),
-        "aten::sort": lambda: torch.sort(x),
-        "aten::topk": lambda: torch.topk(x, 2),
-        "aten::median": lambda: torch.median(x),
-        "aten::kthvalue": lambda: torch.kthvalue(x, 2),
-        "aten::unique": lambda: torch.unique(x),
-        "aten::masked_select": lambda: torch.masked_select(x, x > 1),
-    }
+def _dispatcher_watch(device: str):
+    """The dispatcher observer for ``device`` where it can see a fallback: built (a C++
+    compiler) and the device's key has a backend fallback (PyTorch's boxed CPU fallback,
+    which neither counts nor warns); else None."""
+    if device == "cpu":
+        return None
+    from torchconform.collectors.dispatchwatch import DispatchWatch
+
+    watch = DispatchWatch(device)
+    return watch if watch.available and watch.has_backend_fallback else None
+
+
+def _base(op: str) -> str:
+    return op.split(".", 1)[0]
 
 
 def measure_eager_fallback() -> dict:
-    """Which operators of a fixed workload run through the eager CPU fallback, and how
-    often: the profile's fallback counter where it has one, else the fallback warnings."""
+    """Which operators of a fixed workload (workload.py) run through the eager CPU
+    fallback, and how often, from three sources, most direct first: the profile's
+    fallback counter where it has one; the dispatcher (an operator PyTorch's boxed CPU
+    fallback served, in each call of the workload); the fallback warnings.  The first
+    source that saw any fallback is the measurement, named in ``eager_source``; when none
+    did, the first consulted says "none".  What the other sources saw is in the evidence."""
     counts, reset = backend.fallback_counter()
     if reset is not None:
         reset()
-    missing, from_warnings = [], {}
-    workload = _workload(backend.device())
+    watch = _dispatcher_watch(backend.device())
+    missing, from_warnings, from_dispatcher = [], {}, {}
+    workload = eager_fallback_workload(backend.device())
     with backend.recorded_warnings() as caught:
         for name, call in workload.items():
+            observed = watch.watch() if watch is not None else contextlib.nullcontext()
             try:
-                call()
+                with observed as seen:
+                    call()
             except Exception as exc:  # noqa: BLE001
                 if not backend.is_missing_op(exc):
                     raise
                 missing.append(name)
+            for op in (seen.fallback if seen is not None else ()):
+                from_dispatcher[op] = from_dispatcher.get(op, 0) + 1
     backend.synchronize()
     for w in caught:
         for op in active_profile().find_fallback_ops(str(w.message)):
             from_warnings[op] = from_warnings.get(op, 0) + 1
+    sources = {}
     # A counter hook may answer None: "no counter" (refdev's boxed profiles, as a real backend)
     counted = counts() if counts else None
-    calls = {(k if "::" in k else "aten::" + k): int(v) for k, v in (counted or {}).items() if v}
-    source = "counter" if counted is not None else "warnings"
-    if not calls:
-        calls = from_warnings
-    ops = sorted({op.split(".", 1)[0] for op in calls})
-    return {"values": {"eager_ops": ops, "eager_calls": sum(calls.values())},
-            "evidence": {"calls": calls, "source": source, "missing_ops": missing,
-                         "workload": len(workload)}}
+    if counted is not None:
+        sources["counter"] = {(k if "::" in k else "aten::" + k): int(v) for k, v in counted.items() if v}
+    if watch is not None:
+        sources["dispatcher"] = from_dispatcher
+    sources["warnings"] = from_warnings
+    source = next((name for name, calls in sources.items() if calls), next(iter(sources)))
+    calls = sources[source]
+    ops = sorted({_base(op) for op in calls})
+    return {"values": {"eager_ops": ops, "eager_calls": sum(calls.values()), "eager_source": source},
+            "evidence": {"calls": calls, "missing_ops": missing, "workload": len(workload),
+                         # what the other sources saw (a disagreement shows here)
+                         "others_saw": {name: sorted({_base(op) for op in c}) for name, c in sources.items()
+                                        if name != source}}}

@@ -78,13 +78,9 @@ def _check(args, backend: Backend) -> None:
     profile = backend.profile
     module = backend.backend_module or profile.backend_module
     setup = _setup_for(profile, backend.backend_module)
-    facts = probe_backend(args, profile, profile.device, module, setup, False, backend)
-    if facts.get("registered_by") == "autoload" and module:
-        backend.backend_module = ""   # torch's autoload loads it; importing it first would break that
-        if profile.backend_module:
-            # collectors/device.py imports a profile's backend_module before torch
-            raise UserError(f"profile {profile.path}: backend_module {module} is loaded by torch's autoload, and "
-                            "importing it before torch breaks that; write `backend_module: \"\"` in the profile")
+    # an autoloaded backend_module is fine: collectors/device.py brings the device up with
+    # torch imported first and does not import a module whose device is registered already
+    probe_backend(args, profile, profile.device, module, setup, False, backend)
     backend.checked = True
 
 

@@ -262,9 +262,6 @@ def run_suite(args) -> int:
     # The device comes up in a child before pytest starts: a backend that cannot load is one
     # line here, and no build is made in the store for it.
     backend = resolve_backend(args)
-    if "--tc-backend-module" in cmd and not backend.backend_module:   # torch's autoload loads it
-        at = cmd.index("--tc-backend-module")
-        del cmd[at:at + 2]
     env = dict(os.environ, **backend.env)
     if args.shards > 1:
         # Every shard tells the store the build has N of them (recorded when its run starts):

@@ -23,7 +23,7 @@ import pytest
 from torchconform.collectors.classify import classify_text
 from torchconform.collectors.device import torch_versions
 from torchconform.collectors.numeric import FIELDS as NUMERIC_FIELDS
-from torchconform.collectors.plugin import is_xdist_controller
+from torchconform.collectors.plugin import PENDING_SETUP_KEY, device_ready, is_xdist_controller
 from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, INTERRUPTED_MESSAGE, PASS, PASS_FALLBACK, TIMEOUT, Outcome, bound_message,
 )
@@ -92,6 +92,7 @@ class ControllerPlugin:
         self._collected_nodes: set[str] = set()   # xdist workers that finished collecting
         self._startup_failures = 0
         self.run: dict = {}
+        self.started = False   # run_start told to the sinks
         self._old_signals: dict = {}
         # xdist workers run the tests (this plugin is never registered on a worker).
         self.distributed = is_xdist_controller(config)
@@ -164,8 +165,22 @@ class ControllerPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session):
+        # An xdist controller's device check is still running (plugin.BackgroundSetup): the
+        # run starts once it passed, or the store would get an empty build for a device that
+        # never came up, counted in the site's series (pytest_collection below).
+        if self.config.stash.get(PENDING_SETUP_KEY, None) is None:
+            self._start_run()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session):
+        if not self.started:
+            device_ready(self.config)   # a UsageError when the device did not come up
+            self._start_run()
+
+    def _start_run(self):
         self.run = self._run_info()
         self.config.hook.pytest_torchconform_run_start(config=self.config, run=self.run)
+        self.started = True
         # SIGTERM (a CI runner's cancel) and SIGINT become one KeyboardInterrupt, so pytest
         # ends the session in order and the sinks get every finished outcome and the run's
         # end; later signals are ignored until then (they would cut that flush short).
@@ -186,6 +201,8 @@ class ControllerPlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
         self._stop.set()
+        if not self.started:   # the device never came up (or the run stopped before it did): nothing to end
+            return
         with self._lock:
             for nodeid in list(self.pending):
                 state = self.pending.pop(nodeid)
@@ -321,18 +338,10 @@ class ControllerPlugin:
         return nodeid if os.path.isabs(file) else os.path.join(str(self.config.rootpath), nodeid)
 
     def _repro(self, nodeid: str, path: str = "", op: str = "") -> str:
-        parts = [sys.executable, "-m", "pytest", self._node_path(nodeid, path), "--tc-device", self.device, "--tc-profile", self.profile.path]
-        # The ops suite instantiates only its selection: name the op so the test exists and loads fast.
-        if op and self.run.get("suite") == "ops":
-            parts += ["--tc-ops", op]
-        if self.settings.selection:
-            parts += ["--tc-selection", self.settings.selection]
-        if self.settings.backend_module:
-            parts += ["--tc-backend-module", self.settings.backend_module]
-        env = ""
-        if "TORCHCONFORM_REFDEV_PROFILE" in os.environ:
-            env = f"TORCHCONFORM_REFDEV_PROFILE={shlex.quote(os.environ['TORCHCONFORM_REFDEV_PROFILE'])} "
-        return env + " ".join(shlex.quote(p) for p in parts)
+        from torchconform.collectors.repro import repro_for
+
+        return repro_for(self._node_path(nodeid, path), nodeid, self.config.invocation_params.args, self.device,
+                         self.profile, self.settings, op=op if self.run.get("suite") == "ops" else "")
 
     def _finish(self, nodeid: str, state: dict, interrupted: bool = False):
         info = state["info"] or parse_test_id(nodeid, self.device)

@@ -16,14 +16,27 @@ import sys
 import threading
 
 from torchconform.errors import UserError
+from torchconform.skiplists.backend_env import AUTOLOAD_ENV, AUTOLOAD_GROUP, IN_TREE, BringUpError, bring_up
 
-IN_TREE = {"cpu", "cuda", "xpu", "mps", "meta", "hpu"}
 
-
-def _call(spec: str):
-    mod, _, fn = spec.partition(":")
-    module = importlib.import_module(mod)
-    return getattr(module, fn)() if fn else module
+def _bring_up_words(device: str, module: str, exc: BringUpError) -> str:
+    """One line in the plugin's flags: what failed bringing ``device`` up, and what to do."""
+    if exc.stage == "torch":
+        return (f"device {device!r}: importing torch failed: {exc.detail}; torch's autoload runs installed "
+                f"backends (entry points {AUTOLOAD_GROUP}): fix that backend or set {AUTOLOAD_ENV}=0")
+    if exc.stage == "import":
+        return (f"device {device!r}: cannot import backend module {module} ({exc.detail}); install it or pass "
+                "--tc-backend-module")
+    if exc.stage == "setup":
+        return f"device {device!r}: backend set-up failed: {exc.detail}; run `torchconform doctor`"
+    if exc.stage == "user":
+        return exc.detail
+    if exc.stage == "not_registered":
+        return (f"device {device!r} is not registered (PrivateUse1 is {exc.detail!r}); pass --tc-backend-module "
+                f"naming the module that registers it, or a --tc-profile whose backend_module does")
+    if exc.stage == "unavailable":
+        return f"device {device!r} is not available in this torch build/machine; pick another --tc-device"
+    return f"device {device!r} is registered but reports no devices ({exc.detail}); check the backend's runtime"
 
 
 def pin_worker(profile) -> None:
@@ -77,40 +90,22 @@ def setup_device(device: str, profile, backend_module: str = "") -> str:
     threads = worker_threads()
     if threads:  # before the backend (and so torch) is imported: OpenMP reads it once
         os.environ["OMP_NUM_THREADS"] = str(threads)
-    modules = [m for m in (backend_module or profile.backend_module,) if m]
+    module = backend_module or profile.backend_module
+    # the profile's setup belongs to its own backend_module, not to another one given instead
+    setup = profile.setup if profile.setup and (not backend_module or backend_module == profile.backend_module) else ""
     try:
-        for mod in modules:
-            importlib.import_module(mod)
-        if profile.setup and (not backend_module or backend_module == profile.backend_module):
-            _call(profile.setup)
-    except UserError:
-        raise
-    except ImportError as exc:
-        raise UserError(f"device {device!r}: cannot import backend module ({exc}); install it or pass --tc-backend-module")
-    except Exception as exc:  # a backend failing to load is the user's environment
-        raise UserError(f"device {device!r}: backend set-up failed: {type(exc).__name__}: {exc}; run `torchconform doctor`")
+        # torch first: its autoload may register the backend, and importing an autoloaded
+        # backend's module before torch re-enters it half-initialised
+        bring_up(device, module, setup)
+    except BringUpError as exc:
+        raise UserError(_bring_up_words(device, module, exc)) from None
 
     import torch
 
     if threads and torch.get_num_threads() != threads:  # torch was imported before us
         torch.set_num_threads(threads)
-    if device in IN_TREE:
-        mod = getattr(torch, device, None)
-        if device != "cpu" and not (mod is not None and hasattr(mod, "is_available") and mod.is_available()):
-            raise UserError(f"device {device!r} is not available in this torch build/machine; pick another --tc-device")
-        only_for = device
-    else:
-        name = torch._C._get_privateuse1_backend_name()
-        if name != device:
-            raise UserError(
-                f"device {device!r} is not registered (PrivateUse1 is {name!r}); pass --tc-backend-module "
-                f"naming the module that registers it, or a --tc-profile whose backend_module does"
-            )
-        mod = getattr(torch, device, None)
-        if mod is None or (hasattr(mod, "is_available") and not mod.is_available()) or \
-                (hasattr(mod, "device_count") and mod.device_count() < 1):
-            raise UserError(f"device {device!r} is registered but reports no devices; check the backend's runtime")
-        only_for = device
+    only_for = device
+    if device not in IN_TREE:
         # Lets PrivateUse1 devices run tests PyTorch gates on "custom" devices
         # (read only by torch versions that have the key; harmless otherwise).
         os.environ.setdefault("PYTORCH_TESTING_DEVICE_FOR_CUSTOM", "privateuse1")

@@ -87,16 +87,34 @@ def _short_program(argv: list[str]) -> list[str]:
     return argv
 
 
-def _backend_version(module: str) -> str:
+def _backend_version(module: str, device: str = "") -> str:
+    """``<module> <version>`` of the backend, the version from its installed distribution
+    (named too when its name is not the module's); with no module, the module of torch's
+    autoload entry point that registers ``device``; "" when there is neither."""
+    from torchconform.skiplists.backend_env import distribution_of
+
+    module = module or _autoload_module(device)
     if not module:
         return ""
-    try:
-        from importlib.metadata import version
+    dist, version = distribution_of(module)
+    if not version:  # not an installed distribution: ask the module
+        version = str(getattr(sys.modules.get(module) or sys.modules.get(module.split(".")[0]), "__version__", "")
+                      or "unknown")
+    same = dist.lower().replace("-", "_") == module.split(".")[0].lower()
+    return f"{module} {version}" + (f" ({dist})" if dist and not same else "")
 
-        return f"{module} {version(module.split('.')[0])}"
-    except Exception:  # noqa: BLE001 - not an installed distribution: ask the module
-        mod = sys.modules.get(module)
-        return f"{module} {getattr(mod, '__version__', 'unknown')}"
+
+def _autoload_module(device: str) -> str:
+    """The module of the autoload entry point (group ``torch.backends``) behind ``device``:
+    the one named like the device, else the only one whose module is loaded; "" if unsure."""
+    from torchconform.skiplists.backend_env import IN_TREE, autoload_enabled, autoload_entry_points
+
+    if not device or device in IN_TREE or not autoload_enabled():
+        return ""
+    entries = [(e["name"], e["value"].partition(":")[0]) for e in autoload_entry_points()]
+    named = [m for name, m in entries if name == device]
+    loaded = [m for _, m in entries if m in sys.modules]
+    return (named or (loaded if len(loaded) == 1 else [""]))[0]
 
 
 def measure(device: str, backend_module: str = "") -> tuple[dict, dict]:
@@ -114,7 +132,7 @@ def measure(device: str, backend_module: str = "") -> tuple[dict, dict]:
         "mems_allowed": _status_field("Mems_allowed_list") or None,
         "memory_policy": _memory_policy() or None,
         "torch": torch.__version__,
-        "backend": _backend_version(backend_module) or None,
+        "backend": _backend_version(backend_module, device) or None,
         "device": device,
         "python": platform.python_version(),
     }

@@ -125,11 +125,17 @@ def _distributes(ns) -> bool:
 def pytest_collection(session):
     # The session has started, so xdist has started its workers: the controller's
     # device check ran alongside their start-up.  Checked before any result counts.
-    pending = session.config.stash.get(PENDING_SETUP_KEY, None)
+    device_ready(session.config)
+
+
+def device_ready(config) -> None:
+    """Wait for an xdist controller's background device check; a UsageError if it failed
+    (printed like the serial path's, exit 4).  Returns at once where there is none."""
+    pending = config.stash.get(PENDING_SETUP_KEY, None)
     if pending is not None:
         error = pending.wait()
         if error is not None:
-            raise pytest.UsageError(f"torchconform: {error}")  # printed like the serial path's, exit 4
+            raise pytest.UsageError(f"torchconform: {error}")
 
 
 def is_xdist_worker(config) -> bool:

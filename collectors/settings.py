@@ -1,6 +1,7 @@
 """The plugin's resolved settings, one dataclass shared by worker and controller."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import subprocess
@@ -76,23 +77,49 @@ def source_revision(branch: str = "", commit: str = "", cwd: str | None = None, 
     return branch, commit
 
 
+def probed_profile(device: str, backend_module: str, config=None):
+    """The defaults ``torchconform run`` probes for a device without a profile (the device
+    brought up in a child, the profile written to .torchconform/profiles/<device>.yaml, one
+    line saying so), for direct pytest users; xdist workers read the written file (the plugin
+    exports TORCHCONFORM_PROFILE before they start).  Errors in the plugin's flags."""
+    from types import SimpleNamespace
+
+    from torchconform.cli.backend_setup import resolve_backend
+
+    args = SimpleNamespace(device=device, profile=None, backend_module=backend_module,
+                           refdev_profile=os.environ.get("TORCHCONFORM_REFDEV_PROFILE"))
+    capman = config.pluginmanager.getplugin("capturemanager") if config is not None else None
+    try:
+        # its one line ("no profile for ...: probed defaults ...") is said, not captured
+        with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+            backend = resolve_backend(args, check=False)
+    except UserError as exc:
+        raise UserError(plugin_wording(str(exc))) from None
+    # what the device needed in the child (torch's autoload off), set before torch loads here
+    os.environ.update(backend.env)
+    return backend.profile
+
+
+def plugin_wording(text: str) -> str:
+    """``text`` with the CLI's flags written as the plugin's ``--tc-*`` (cli_wording's inverse)."""
+    import re
+
+    from torchconform.cli.backend_setup import CLI_FLAGS
+
+    flags = "|".join(sorted(map(re.escape, CLI_FLAGS.values()), key=len, reverse=True))
+    return re.sub(rf"(?<![\w-])--({flags})\b(?!-)", r"--tc-\1", text)
+
+
 def settings_from(config, namespace=None) -> Settings:
     from torchconform.collectors.plugin import option
-    from torchconform.skiplists.profile import available_profiles, load_profile
+    from torchconform.skiplists.profile import load_profile, shipped_profile_for
 
     def get(dest):
         return option(config, dest, namespace) or ""
 
     device = get("tc_device")
-    profile_name = get("tc_profile")
-    if not profile_name:
-        profile_name = device if device in available_profiles() else ""
-    if not profile_name:
-        raise UserError(
-            f"no backend profile for device {device!r}; pass --tc-profile with one of "
-            f"{', '.join(available_profiles())} or a path to a profile.yaml"
-        )
-    profile = load_profile(profile_name)
+    profile_name = get("tc_profile") or shipped_profile_for(device)
+    profile = load_profile(profile_name) if profile_name else probed_profile(device, get("tc_backend_module"), config)
     if profile.device != device:
         raise UserError(f"profile {profile.name!r} is for device {profile.device!r}, not {device!r}; pick a matching --tc-profile")
     try:

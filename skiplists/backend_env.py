@@ -75,12 +75,8 @@ def bring_up(device: str, module: str = "", setup: str = "") -> str:
         import torch
     except Exception as exc:  # noqa: BLE001 - torch's autoload runs backends' code at import
         raise BringUpError("torch", one_line(exc)) from None
-    if device in IN_TREE:
-        mod = getattr(torch, device, None)
-        if device != "cpu" and not (mod is not None and hasattr(mod, "is_available") and mod.is_available()):
-            raise BringUpError("unavailable", f"{device} is not available in this torch build or machine")
-        return "in-tree"
-    how = "autoload" if privateuse1_name() == device else ""
+    # an in-tree device type may still need its module (hpu: habana_frameworks.torch)
+    how = "autoload" if device not in IN_TREE and privateuse1_name() == device else ""
     if not how and module:
         try:
             importlib.import_module(module)
@@ -98,6 +94,11 @@ def bring_up(device: str, module: str = "", setup: str = "") -> str:
         except Exception as exc:  # noqa: BLE001 - a backend failing to load is the user's environment
             raise BringUpError("setup", one_line(exc)) from None
         how = how or "setup"
+    if device in IN_TREE:
+        mod = getattr(torch, device, None)
+        if device != "cpu" and not (mod is not None and hasattr(mod, "is_available") and mod.is_available()):
+            raise BringUpError("unavailable", f"{device} is not available in this torch build or machine")
+        return "in-tree"
     name = privateuse1_name()
     if name != device:
         raise BringUpError("not_registered", name)

@@ -112,7 +112,9 @@ def test_options_from_environment(tmp_path):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--tc-device", "nosuchdev"], "no backend profile for device 'nosuchdev'"),
+    # no profile: probed as `torchconform run` does, and a device nothing registers is said so
+    (["--tc-device", "nosuchdev"], "device 'nosuchdev' is not registered (PrivateUse1 is 'privateuseone'): no "
+                                   "--tc-backend-module was given"),
     (["--tc-device", "neuron"], "device 'neuron': cannot import backend module"),
     (["--tc-device", "cpu", "--tc-profile", "refdev"], "profile 'refdev' is for device 'refdev', not 'cpu'"),
     (["--tc-device", "cpu", "--tc-timeout", "soon"], "--tc-timeout 'soon' is not a number"),

@@ -1,4 +1,4 @@
-"""``torchconform db upgrade|status``: create or migrate the store's schema."""
+"""``torchconform db upgrade|status|check``: create or migrate the store's schema, check it for corruption."""
 from torchconform.config import mask_password
 from torchconform.db import migrate
 from torchconform.db.store import open_store, upgrade_schema
@@ -32,6 +32,31 @@ def _status(args) -> int:
     return 0
 
 
+def _check(args) -> int:
+    from torchconform.db.check import check
+    from torchconform.db.errors import StoreError
+    from torchconform.errors import UserError
+
+    try:
+        store = open_store(args.db, create=False, check_schema=False)
+    except StoreError as exc:
+        if exc.kind == "corrupt":   # too damaged to open: that is the finding
+            raise UserError(str(exc), exit_code=1) from None
+        raise
+    try:
+        report = check(store)
+    finally:
+        store.close()
+    if not report.sound:
+        more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
+        raise UserError(f"store {report.store} is corrupt: {report.problems[0]}{more}; restore it from a backup"
+                        + (f" or salvage what is readable with `sqlite3 {report.store} .recover`"
+                           if store.dialect == "sqlite" else ""), exit_code=1)
+    print(f"{report.store}: sound ({report.checked}: ok in {report.seconds:.2f} s; "
+          f"schema {report.revision or '(none)'})")
+    return 0
+
+
 def register(sub):
     p = sub.add_parser("db", help="manage the results database schema")
     dsub = p.add_subparsers(dest="db_command", metavar="ACTION")
@@ -42,3 +67,7 @@ def register(sub):
     st = dsub.add_parser("status", help="print the schema version of the database and of this tool")
     st.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
     st.set_defaults(func=_status)
+    ck = dsub.add_parser("check", help="check the store for corruption (SQLite: PRAGMA integrity_check); "
+                                       "exit 1 when it is corrupt")
+    ck.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    ck.set_defaults(func=_check)

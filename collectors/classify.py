@@ -99,11 +99,50 @@ def exception_chain(exc: BaseException) -> list[BaseException]:
     return chain
 
 
+# An exception's text kept for classification: the dispatcher's and the profile's
+# messages come first, and a test may raise with megabytes of text (every rule is a
+# regex over the whole chain, and the chain travels to the controller).
+EXCEPTION_TEXT_LIMIT = 64 * 1024
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, whatever the exception does: a test's exception is the test's code,
+    and its ``__str__`` may raise or return a non-string (then
+    ``<unprintable ValueError: str() raised RuntimeError>``); cut to EXCEPTION_TEXT_LIMIT
+    characters."""
+    name = exception_name(exc)
+    try:
+        text = str(exc)
+        if type(text) is not str:   # a str subclass may override its own formatting too
+            text = str.__str__(text)
+    except BaseException as failure:  # noqa: BLE001 - anything the test's class raises
+        if isinstance(failure, (KeyboardInterrupt, SystemExit)):
+            raise
+        text = f"<unprintable {name}: str() raised {exception_name(failure)}>"
+    if len(text) > EXCEPTION_TEXT_LIMIT:
+        text = text[:EXCEPTION_TEXT_LIMIT] + f"\u2026 [{len(text) - EXCEPTION_TEXT_LIMIT:,} more characters]"
+    return text
+
+
+def exception_name(exc: BaseException, qualified: bool = False) -> str:
+    """The exception's class name (``module.Qualname`` when ``qualified``), never raising
+    (a metaclass may make even these raise: then the type's own C-level name)."""
+    cls = type(exc)
+    try:
+        name = f"{cls.__module__}.{cls.__qualname__}" if qualified else cls.__name__
+        if type(name) is str:
+            return name
+    except Exception:  # noqa: BLE001
+        pass
+    return type.__dict__["__name__"].__get__(cls)
+
+
 def render_chain(exc: BaseException) -> str:
-    """Root cause first, like a rendered traceback, so the first match is the root."""
+    """Root cause first, like a rendered traceback, so the first match is the root.
+    Every part through ``exception_text``: rendering a test's exception never raises."""
     parts = []
     for e in reversed(exception_chain(exc)):
-        parts.append(f"{type(e).__module__}.{type(e).__qualname__}: {e}")
+        parts.append(f"{exception_name(e, qualified=True)}: {exception_text(e)}")
     return "\n".join(parts)
 
 
@@ -227,13 +266,13 @@ def classify_exception(exc: BaseException, profile=None, status: str = "failure"
 
     profile = _profile(profile)
     if isinstance(exc, TestTimeout):
-        return Verdict(TIMEOUT, message=bound_message(f"{TIMEOUT_PREFIX} {exc}"))
+        return Verdict(TIMEOUT, message=bound_message(f"{TIMEOUT_PREFIX} {exception_text(exc)}"))
     chain_text = render_chain(exc)
     if isinstance(exc, unittest.SkipTest) or type(exc).__name__ in ("Skipped", "SkipTest"):
         status = "skipped"
     verdict = classify_text(chain_text, profile, status=status)
     if verdict.outcome in (FAIL, ERROR):
-        verdict.message = bound_message(f"{type(exc).__name__}: {exc}")
+        verdict.message = bound_message(f"{exception_name(exc)}: {exception_text(exc)}")
     return verdict
 
 

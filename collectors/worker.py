@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Mapping
 
 import pytest
 
 from torchconform.collectors import notes, numeric
 from torchconform.collectors.classify import (
-    DTYPE_PREFIX, SKIPLIST_PREFIX, Verdict, classify_exception, classify_text, refine_by_device_ops,
+    DTYPE_PREFIX, SKIPLIST_PREFIX, Verdict, classify_exception, classify_text, exception_name, exception_text,
+    refine_by_device_ops,
 )
 from torchconform.collectors.devicecheck import DeviceCheck
 from torchconform.collectors.outcome import FAIL, HOST_ONLY, PASS, XFAIL, XPASS, bound_message, replace_surrogates
@@ -32,6 +34,19 @@ def _resolve(spec: str):
         return getattr(importlib.import_module(mod), fn)
     except (ImportError, AttributeError):
         return None
+
+
+def fallback_counts(value) -> dict:
+    """A profile's ``fallback_counter`` result as {operator: count}: a mapping as it is; a
+    list, set or tuple of operator names (a tracking API such as
+    torch_neuronx.get_fallback_ops()) counts each name once, as used."""
+    if not value:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return {str(op): 1 for op in value}
+    raise TypeError(f"fallback_counter returned {type(value).__name__}, not {{operator: count}} or operator names")
 
 
 def _skip_reason(report) -> str:
@@ -99,7 +114,8 @@ class WorkerPlugin:
                 # Stale counts would mark the next test pass_fallback wrongly: say so, once.
                 if not self._reset_warned:
                     self._reset_warned = True
-                    warnings.warn(f"torchconform: the profile's fallback_reset failed ({exc!r}); "
+                    warnings.warn(f"torchconform: the profile's fallback_reset failed "
+                                  f"({exception_name(exc)}: {exception_text(exc)}); "
                                   "fallback evidence may carry over between tests")
         notes.clear()
         numeric.clear()
@@ -153,7 +169,7 @@ class WorkerPlugin:
                 ops.append(op)
         if self._fallback_counts is not None:
             try:
-                counts = self._fallback_counts() or {}
+                counts = fallback_counts(self._fallback_counts())
             except Exception:
                 counts = {}
             for op, n in sorted(counts.items()):

@@ -17,6 +17,7 @@ from markupsafe import Markup, escape
 
 from torchconform import __version__
 from torchconform.dashboard import charts, styles
+from torchconform.dashboard.staging import write_text
 from torchconform.dashboard.tables import Table, write_downloads
 from torchconform.safe import safe_file_name
 
@@ -132,7 +133,7 @@ class Site:
         )
         path = self.out_dir / relpath
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(html, encoding="utf-8")
+        write_text(path, html)
         return path
 
     def write_data(self, relpath: str, key: str, payload) -> None:
@@ -145,7 +146,7 @@ class Site:
         path.parent.mkdir(parents=True, exist_ok=True)
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
         body = body.replace("</", "<\\/")  # keep the script element closed only by its end
-        path.write_text(f"TC.loaded({json.dumps(key)},{body});\n", encoding="utf-8")
+        write_text(path, f"TC.loaded({json.dumps(key)},{body});\n")
 
 
 def slugify(name: str, taken: set[str]) -> str:

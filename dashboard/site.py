@@ -20,7 +20,7 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
-from torchconform.dashboard import cache, charts, parallel, positions, retention
+from torchconform.dashboard import cache, charts, parallel, positions, retention, staging
 from torchconform.dashboard.build_data import TestTable
 from torchconform.dashboard.model import groups_of, load_builds
 from torchconform.collectors import clusters as clusters_mod
@@ -29,6 +29,7 @@ from torchconform.dashboard.pages import clusters as clusters_page
 from torchconform.dashboard.pages import home, missing, models, search
 from torchconform.gcpause import no_cyclic_gc
 from torchconform.dashboard.render import STATIC, Site
+from torchconform.dashboard.staging import write_text
 from torchconform.errors import UserError
 
 # A generated site carries this file (with the reuse manifest); only such a folder is ever emptied.
@@ -64,7 +65,7 @@ def copy_static(out_dir: Path) -> None:
     static = out_dir / "static"
     shutil.copytree(STATIC, static, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__init__.py", "__pycache__"))
-    (static / "categories.css").write_text(charts.category_css(), encoding="utf-8")
+    write_text(static / "categories.css", charts.category_css())
 
 
 def _board_from_download(path: Path) -> list[dict]:
@@ -127,6 +128,15 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
     out_dir = Path(out_dir)
     check_out_dir(out_dir)
     user_categories = clusters_mod.load_categories(categories) if categories else []
+    # Written beside out_dir and swapped in whole (staging.py): a generation killed
+    # half-way leaves the previous site as it was.
+    with staging.staged(out_dir) as work:
+        home_page = _generate(store, work, base_url, queries, reuse, categories, full_builds, user_categories)
+    return out_dir / home_page.relative_to(work)
+
+
+def _generate(store, out_dir: Path, base_url, queries, reuse, categories, full_builds, user_categories) -> Path:
+    """build_site's work, in ``out_dir`` (the staging folder, holding the previous site)."""
     listed = queries.list_builds(store, series=True)
     rows = {r["name"]: r for r in listed}
     builds = load_builds(store, queries, listed)

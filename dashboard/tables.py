@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter, methodcaller
 from pathlib import Path
 
+from torchconform.dashboard.staging import write_text
 from torchconform.safe import FORMULA_START, csv_cell
 
 
@@ -106,9 +107,9 @@ def write_downloads(root: Path, table: Table) -> None:
         text = _records_json(table)
     else:
         text = json.dumps(table.records(), separators=(",", ":"))
-    json_file.write_text(text, encoding="utf-8")
+    write_text(json_file, text)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(table.columns)
     writer.writerows(_csv_rows(table.rows, table.int_from))
-    (root / table.csv_path).write_text(buf.getvalue(), encoding="utf-8")
+    write_text(root / table.csv_path, buf.getvalue())

@@ -22,6 +22,7 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from torchconform.collectors.outcome import Outcome
+from torchconform.db.errors import StoreError
 from torchconform.db.models import results, runs, tests
 from torchconform.db.store import RESULT_COLUMNS, TEST_COLUMNS, outcome_from_rows
 from torchconform.db.values import FIELD, JOINED
@@ -73,7 +74,10 @@ def _lock_id(build_id: int, key: str) -> int:
 
 def transient(exc: BaseException) -> bool:
     """A failure worth another attempt: the connection was lost or the database was busy,
-    not a wrong statement or a constraint the data broke."""
+    not a wrong statement or a constraint the data broke (nor a full disk or a corrupt file:
+    db/errors.py says which store faults pass)."""
+    if isinstance(exc, StoreError):
+        return exc.transient
     if isinstance(exc, OperationalError):
         return True
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)

@@ -45,9 +45,11 @@ class StoreSink:
 
     def __init__(self, url: str | None, config=None):
         self.config = config
-        # Open (and create or check the schema) now, so a bad --tc-db fails before any test runs.
+        # Open (and create or check the schema) now, so a bad --tc-db fails before any test runs;
+        # a corrupt file too (the store checks itself before its first write).
         try:
             self.store = open_store(url)
+            self.store.check_sound()
         except UserError as exc:
             import pytest
 

@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 
 from torchconform.collectors.outcome import Outcome, render_repro, repro_template
 from torchconform.config import db_url, mask_password
+from torchconform.db import errors as store_errors
 from torchconform.db import migrate
 from torchconform.db.values import ValueIds, duration_us, note_build_values
 from torchconform.db.models import (
@@ -117,6 +118,8 @@ class Store:
         # Rows a bulk writer (ingest) should hand each add_rows call: on PostgreSQL every
         # statement is a round trip to the server, on SQLite a call costs next to nothing.
         self.rows_per_write = 6_000 if self.dialect == "postgresql" else 1
+        # Set once check_sound found the file sound (SQLite).
+        self._sound = False
 
     # -- connections ---------------------------------------------------------------
     def __repr__(self):
@@ -133,8 +136,38 @@ class Store:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn:
+        with self._faults_as_errors(), self.engine.connect() as conn:
             yield conn
+
+    @contextlib.contextmanager
+    def _faults_as_errors(self) -> Iterator[None]:
+        """A store fault the driver raised past SQLAlchemy (a raw cursor: PostgreSQL's COPY,
+        SQLite's pragmas) becomes the same one-line StoreError as the engine's (db/errors.py)."""
+        try:
+            yield
+        except UserError:
+            raise
+        except Exception as exc:
+            mapped = store_errors.store_error(exc, self.url, SQLITE_BUSY_TIMEOUT if self.dialect == "sqlite" else None)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    def check_sound(self) -> None:
+        """SQLite: refuse to write into a corrupt file (a write there can spread the damage
+        and leaves a result nobody can read back).  ``PRAGMA quick_check`` checks every
+        page's structure but not indexes against their tables (``torchconform db check``
+        does): about 0.1 s on a store of one 154k-outcome build.  Once per Store, before
+        its first write."""
+        if self._sound or self.dialect != "sqlite":
+            return
+        with self.read() as conn:
+            said = [str(row[0]) for row in conn.exec_driver_sql("PRAGMA quick_check(1)")]
+        if said != ["ok"]:
+            lines = [line.strip() for text_ in said for line in text_.splitlines()]
+            first = next((line for line in lines if line and not line.startswith("***")), "quick_check failed")
+            raise store_errors.StoreError(store_errors.message("corrupt", self.url, first), "corrupt")
+        self._sound = True
 
     @contextlib.contextmanager
     def write(self, bulk: bool = False) -> Iterator[Connection]:
@@ -142,8 +175,10 @@ class Store:
 
         ``bulk`` (ingest): on SQLite, no foreign-key lookups and a 64 MB page cache for
         this transaction -- about an eighth of a 150k-row load.  Safe because bulk
-        writers insert only ids they created or read in the same transaction."""
-        with self.engine.connect() as conn:
+        writers insert only ids they created or read in the same transaction.
+        The store's first write checks that it is sound (``check_sound``)."""
+        self.check_sound()
+        with self._faults_as_errors(), self.engine.connect() as conn:
             bulk_sqlite = bulk and self.dialect == "sqlite"
             if bulk_sqlite:  # pragmas apply outside a transaction only
                 _pragmas(conn, "foreign_keys=OFF", f"cache_size=-{BULK_CACHE_KIB}")
@@ -526,6 +561,7 @@ def _sqlite_engine(url: str) -> Engine:
         if not os.path.isdir(folder):
             raise UserError(f"cannot open database {url}: folder {folder} does not exist; create it or pass another --db")
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
+    store_errors.install(engine, url, SQLITE_BUSY_TIMEOUT)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):
@@ -561,7 +597,9 @@ def make_engine(url: str) -> Engine:
         if backend == "sqlite":
             return _sqlite_engine(url)
         if backend == "postgresql":
-            return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+            engine = create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+            store_errors.install(engine, url)
+            return engine
     except NoSuchModuleError:
         pass  # a dialect SQLAlchemy does not know: the unsupported-URL error below
     except ImportError as exc:
@@ -630,7 +668,8 @@ def check_revision(revision: str, url: str, engine: Engine | None = None) -> Non
 
 def upgrade_schema(store: Store, revision: str = "head") -> tuple[str | None, str]:
     """Migrate ``store`` to ``revision``; returns (before, after).  Safe when run concurrently."""
-    with store.engine.connect() as conn:
+    store.check_sound()
+    with store._faults_as_errors(), store.engine.connect() as conn:
         conn.execution_options(tc_write=True)
         with conn.begin():
             if store.dialect == "postgresql":

@@ -13,11 +13,20 @@ order, each step timed:
                a scratch store, a build per suite (names kept in <scratch>/last-builds.json);
                ``ops-cpu`` the ops suite with ``--tc-samples-on cpu`` (by default only for a
                backend whose device cannot make OpInfo samples: opencl);
-4. ``census``  ``torchconform census`` of the device into the same store;
+4. ``census``  ``torchconform census`` of the device into the build of the ops run (``ops-cpu``
+               where that runs), as a user would after a run: the census joins what the run's
+               tests saw fall back, and the tool prints its census-vs-run agreement line;
 5. ``compare`` the stored records of the truth sample against the truth file
                (bench/backends/<backend>-truth.yaml): per expected class, how many the tool
                got right, and "N checked, M wrong"; the census rows of the sample's
-               overloads likewise; census-vs-run agreement per sampled OpInfo.
+               overloads likewise; census-vs-run agreement per sampled OpInfo;
+6. ``no-watch`` the ops run again (``ops-cpu``'s options where that runs) with the dispatcher
+               observer off (TORCHCONFORM_DISPATCH_WATCH=0): every test must end the same way
+               (passed, raised, skipped, crashed) with and without it; only the evidence differs.
+
+``init`` (not in the default steps) does what a new user would: ``torchconform backend init``
+writes a profile, ``skiplist lint`` checks it, and ops quick runs with it unchanged (the ops
+step's options); each test must end with the record the shipped profile gave it.
 
 ``probe`` (not in the default steps) reruns the hand-check (bench/backends/probe.py) and
 says where the backend no longer behaves as the truth file says (a new backend version).
@@ -47,9 +56,10 @@ REPO = Path(__file__).resolve().parent.parent
 HERE = REPO / "bench" / "backends"
 sys.path.insert(0, str(HERE))
 import compare  # noqa: E402  (bench/backends/compare.py)
-STEPS = ("env", "facts", "traits", "ops", "ops-cpu", "modules", "census", "compare")
-OPTIONAL_STEPS = ("probe",)
-SUITE_STEPS = ("traits", "ops", "ops-cpu", "modules", "census")   # each makes a build
+STEPS = ("env", "facts", "traits", "ops", "ops-cpu", "modules", "census", "compare", "no-watch")
+OPTIONAL_STEPS = ("init", "probe")
+# each makes a build (census: into the ops run's)
+SUITE_STEPS = ("traits", "ops", "ops-cpu", "modules", "census", "no-watch", "init")
 
 
 @dataclass
@@ -208,17 +218,19 @@ def tool_env(b: Backend) -> dict:
     return env
 
 
-def step_suite(b: Backend, logs: Path, db: str, step: str, build: str, workers: int | None) -> str:
-    suite = step.split("-")[0]
-    cmd = [b.tool, "run", "--suite", suite, "--selection", "quick", "--device", b.device, "--profile", b.profile,
+def step_suite(b: Backend, logs: Path, db: str, step: str, build: str, workers: int | None,
+               cpu_samples: bool = False, env: dict | None = None, profile: Path | None = None) -> str:
+    suite = "ops" if step in ("no-watch", "init") else step.split("-")[0]
+    cmd = [b.tool, "run", "--suite", suite, "--selection", "quick", "--device", b.device,
+           "--profile", profile or b.profile,
            "--build", build, "--db", db, "--json"]
     if b.module:
         cmd += ["--backend-module", b.module]
     if workers is not None:
         cmd += ["-n", str(workers)]
-    if step == "ops-cpu":
+    if step == "ops-cpu" or cpu_samples:
         cmd += ["--", "--tc-samples-on", "cpu"]
-    proc = run(cmd, cwd=logs, env=tool_env(b), check=False)
+    proc = run(cmd, cwd=logs, env={**tool_env(b), **(env or {})}, check=False)
     (logs / f"{step}.out").write_text(proc.stdout + proc.stderr)
     if proc.returncode not in (0, 1):   # 1: tests failed, which is what a young backend does
         tail = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])[-1]
@@ -249,7 +261,31 @@ def step_census(b: Backend, logs: Path, db: str, build: str) -> str:
         raise StepError(f"torchconform census exited {proc.returncode}: {tail[:300]}")
     data = _last_json(proc.stdout) or {}
     (logs / "census.json").write_text(json.dumps(data) + "\n")
-    return " ".join(f"{k} {v}" for k, v in sorted((data.get("counts") or {}).items()))
+    said = " ".join(f"{k} {v}" for k, v in sorted((data.get("counts") or {}).items()))
+    agreement = data.get("agreement")
+    if agreement:
+        said += (f"; census vs the build's tests: {agreement['seen_by_both']} operators known to both, "
+                 f"{agreement['agree']} agree, {len(agreement['disagree'])} disagree")
+        for d in agreement["disagree"]:
+            log(f"    census/run disagree: {d['op']}: census {d['census']}, tests {d['tests']}")
+    return said
+
+
+def step_init(b: Backend, logs: Path, db: str, builds: dict, workers: int | None) -> str:
+    """backend init, skiplist lint, ops quick with the written profile, against the ops build."""
+    path = logs / "init-profile.yaml"
+    cmd = [b.tool, "backend", "init", b.device, "-o", path, "--force"] + (["--module", b.module] if b.module else [])
+    proc = run(cmd, cwd=logs, env=tool_env(b), check=False)
+    (logs / "init.out").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or [""])[-1][:300]
+        raise StepError(f"backend init exited {proc.returncode}: {tail}")
+    lint = run([b.tool, "skiplist", "lint", path], cwd=logs, env=tool_env(b), check=False)
+    if lint.returncode != 0:
+        raise StepError(f"skiplist lint refused {path}: {(lint.stdout + lint.stderr).strip()[-300:]}")
+    said = step_suite(b, logs, db, "init", builds["init"], workers, profile=path)
+    same = compare.same_records(export(b, logs, db, builds["ops"]), export(b, logs, db, builds["init"]))
+    return f"profile {path.name} linted clean; {said}; {same}"
 
 
 # -- compare ----------------------------------------------------------------------------------
@@ -334,6 +370,8 @@ def main() -> int:
             builds[s] = f"{b.name}-bench-{stamp}-{s}"
         else:
             builds[s] = latest.get(s, f"(no {s} build yet)")
+    # the census goes into the ops run's build (census and tests of one build are joined)
+    builds["census"] = builds["ops-cpu" if b.cpu_samples else "ops"]
     log(f"backend {b.name} (device {b.device}), scratch {logs}")
     status = 0
     truth: dict = {}
@@ -350,6 +388,14 @@ def main() -> int:
                 said = step_facts(b, logs, truth)
             elif step in ("traits", "ops", "ops-cpu", "modules"):
                 said = step_suite(b, logs, db, step, builds[step], args.workers)
+            elif step == "init":
+                said = step_init(b, logs, db, builds, args.workers)
+            elif step == "no-watch":
+                said = step_suite(b, logs, db, step, builds[step], args.workers, cpu_samples=b.cpu_samples,
+                                  env={"TORCHCONFORM_DISPATCH_WATCH": "0"})
+                said += "; " + compare.same_without_watch(
+                    export(b, logs, db, builds["ops-cpu" if b.cpu_samples else "ops"]),
+                    export(b, logs, db, builds[step]))
             elif step == "census":
                 said = step_census(b, logs, db, builds["census"])
             elif step == "compare":

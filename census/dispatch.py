@@ -33,6 +33,32 @@ DENSE_KEYS = ("CPU", "CUDA", "HIP", "XLA", "MPS", "IPU", "XPU", "HPU", "VE", "La
 PYTHON_DECOMP = "python-decomposition"
 # missing although the backend has a boxed CPU fallback: the fallback has no CPU kernel to call
 NO_CPU_KERNEL = "fallback-without-cpu-kernel"
+# ATen's composite kernels that only raise NotImplementedError ("convolution_overrideable not
+# implemented. You are likely triggering this with tensor backend other than CPU/CUDA/MKLDNN"):
+# hooks a PrivateUse1 backend is meant to override.  Without the backend's own kernel the
+# operator cannot run, so such a row is missing, not a covered composite.  There is no trace to
+# tell a stub from a decomposition (a stub reaches nothing, as a view does), hence a list;
+# tests/test_census_stubs.py checks on the installed torch that each still raises.
+RAISING_STUBS = frozenset({
+    "aten::convolution_overrideable", "aten::convolution_backward_overrideable",
+    "aten::_scaled_dot_product_fused_attention_overrideable",
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+})
+STUB = "composite-stub-raises"
+# CPU kernels that turn strided arguments into a sparse result (COO: _spdiags, _to_sparse;
+# compressed: _to_sparse_csr/csc/bsr/bsc).  A boxed CPU fallback moves results back to the
+# device, and a sparse one needs the device's sparse key to build it (the constructor below);
+# without it the call raises "Could not run 'aten::_sparse_coo_tensor_with_dims_and_tensors'
+# with arguments from the 'Sparse<device>' backend" (torchvulkan's _spdiags): missing.
+SPARSE_RESULT_COO = frozenset({"aten::_spdiags", "aten::_to_sparse", "aten::_to_sparse.sparse_dim"})
+SPARSE_RESULT_COMPRESSED = frozenset({"aten::_to_sparse_csr", "aten::_to_sparse_csc", "aten::_to_sparse_bsr",
+                                      "aten::_to_sparse_bsc"})
+SPARSE_CONSTRUCTORS = {"Sparse": "aten::_sparse_coo_tensor_with_dims_and_tensors",
+                       "SparseCsr": "aten::empty.memory_format"}
+SPARSE_RESULT = "fallback-result-not-on-device"
+# fallback although the dispatcher shows the backend's own kernel: the build's passing tests saw
+# that kernel call the CPU fallback itself (aten::_to_cpu inside it; collectors/dispatchwatch.py)
+OBSERVED = "observed-in-tests"
 
 Has = Callable[[str, str], bool]
 
@@ -118,24 +144,32 @@ def trace_key(op: str, keys: Keys, has: Has = torch_has) -> str:
 
 
 def classify(ops: Iterable[str], keys: Keys, has: Has = torch_has, fallback_ops: Iterable[str] = (),
-             python_decomps: Iterable[str] = ()) -> list[Row]:
+             python_decomps: Iterable[str] = (), observed: Iterable[str] = ()) -> list[Row]:
     """One Row per operator (reached/covered left for trace.py).
 
     ``fallback_ops``: operators the backend says run through its CPU fallback even
     though a kernel is registered for them (refdev registers a warning kernel per
-    fallback operator, so the dispatcher alone cannot tell them from native ones)."""
-    fallback_ops, python_decomps = set(fallback_ops), set(python_decomps)
+    fallback operator, so the dispatcher alone cannot tell them from native ones).
+    ``observed``: operators whose registered kernel passing tests saw compute through
+    the CPU fallback (the build's evidence; via OBSERVED)."""
+    fallback_ops, python_decomps, observed = set(fallback_ops), set(python_decomps), set(observed)
     rows = []
     for op in ops:
         via = ""
         if has(op, keys.backend):
-            status = FALLBACK if op in fallback_ops else NATIVE
+            status = FALLBACK if op in fallback_ops or op in observed else NATIVE
+            via = OBSERVED if status == FALLBACK and op not in fallback_ops else ""
         elif has(op, keys.autograd):
             status = AUTOGRAD
         else:
             via = composite_key(op, has)
-            if via:
+            if via and op in RAISING_STUBS:
+                status, via = MISSING, STUB
+            elif via:
                 status = COMPOSITE
+            elif keys.backend_fallback and has(op, "CPU") and not _holds_result(op, keys, has):
+                # the fallback computes it, but its sparse result cannot be moved to the device
+                status, via = MISSING, SPARSE_RESULT
             elif keys.backend_fallback and has(op, "CPU"):
                 # A boxed CPU fallback (at::native::cpu_fallback) moves the arguments to
                 # the CPU and calls the operator there: it runs only where a CPU kernel does.
@@ -151,6 +185,18 @@ def classify(ops: Iterable[str], keys: Keys, has: Has = torch_has, fallback_ops:
                 status, via = UNAVAILABLE, (PYTHON_DECOMP if op in python_decomps else "")
         rows.append(Row(op, status, via))
     return rows
+
+
+def _holds_result(op: str, keys: Keys, has: Has) -> bool:
+    """Whether the device can hold what the CPU kernel of ``op`` returns (only sparse
+    results are in question: SPARSE_RESULT_*)."""
+    layout = "Sparse" if op in SPARSE_RESULT_COO else "SparseCsr" if op in SPARSE_RESULT_COMPRESSED else ""
+    if not layout:
+        return True
+    try:
+        return has(SPARSE_CONSTRUCTORS[layout], layout + keys.backend)
+    except Exception:  # noqa: BLE001 - a backend without that sparse key
+        return False
 
 
 def resolve_coverage(rows: list[Row]) -> None:

@@ -33,10 +33,11 @@ class Census:
 
 
 def backend_profile(device: str, profile: str = ""):
-    """The backend profile the plugin would pick for ``device`` (collectors/settings.py's rule)."""
-    from torchconform.skiplists.profile import available_profiles, load_profile
+    """The backend profile the plugin would pick for ``device`` (collectors/settings.py's rule);
+    the CLI passes what ``run`` would use (cmd_census.py), probed defaults included."""
+    from torchconform.skiplists.profile import available_profiles, load_profile, shipped_profile_for
 
-    name = profile or (device if device in available_profiles() else "")
+    name = profile or shipped_profile_for(device)
     if not name:
         raise UserError(f"no backend profile for device {device!r}; pass --profile with one of "
                         f"{', '.join(available_profiles())} or a path to a profile.yaml")
@@ -82,8 +83,12 @@ def quiet_output():
         os.close(devnull)
 
 
-def take_census(device: str, profile: str = "", backend_module: str = "", do_trace: bool = True) -> Census:
-    """Every aten overload's status on ``device``; composites traced on meta tensors."""
+def take_census(device: str, profile: str = "", backend_module: str = "", do_trace: bool = True,
+                observed_fallback=()) -> Census:
+    """Every aten overload's status on ``device``; composites traced on meta tensors.
+    ``observed_fallback``: operators the build's passing tests ran through the CPU fallback
+    (census/agreement.py ``findings``): one whose registered kernel the dispatcher shows is
+    ``fallback`` (via observed-in-tests), since the kernel calls the fallback itself."""
     from torchconform.collectors.device import setup_device
 
     start = time.perf_counter()
@@ -94,7 +99,7 @@ def take_census(device: str, profile: str = "", backend_module: str = "", do_tra
     keys = dispatch.device_keys(device)
     fallback_ops, refdev_profile = _refdev_fallback(device)
     rows = dispatch.classify(dispatch.aten_ops(), keys, fallback_ops=fallback_ops,
-                             python_decomps=dispatch.python_decompositions())
+                             python_decomps=dispatch.python_decompositions(), observed=observed_fallback)
     if do_trace:
         with quiet_output():
             for row in rows:

@@ -29,10 +29,14 @@ RULE_PARAMS: dict[str, dict] = {
     "missing_tests": {"max_fraction": 0.0},
     "numeric_drift": {"max_pairs": 0, "factor": 10, "min_abs": 1e-12, "min_rel": 1e-12},
     "lost_operator": {"max_ops": 0},
+    "fallback_forbidden": {"max_tests": 0},
+    # collectors/perf.py: DEFAULT_THRESHOLD, DEFAULT_FLOOR_S
+    "perf_regression": {"max_ops": 0, "threshold": 1.25, "floor_s": 2e-4, "max_spread": 1.25},
 }
 DEFAULT_MODES = {"regression": "fail", "new_missing_op": "fail", "coverage_drop": "fail",
                  "new_test_failing": "fail", "fallback_creep": "fail", "stale_expectations": "warn",
-                 "missing_tests": "fail", "numeric_drift": "warn", "lost_operator": "warn"}
+                 "missing_tests": "fail", "numeric_drift": "warn", "lost_operator": "warn", "fallback_forbidden": "fail",
+                 "perf_regression": "warn"}
 FLAKY_PARAMS = {"reruns": 3, "max_tests": 20, "timeout": 600}
 REPORT_PARAMS = {"max_items": 50}
 
@@ -143,8 +147,10 @@ def _check_param(rule: str, key: str, value, bad):
         return list(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         raise bad(f"'{rule}.{key}' must be a number >= 0, got {value!r}")
-    if key.startswith("max_") and key != "max_drop" and key != "max_fraction" and value != int(value):
+    if key.startswith("max_") and key not in ("max_drop", "max_fraction", "max_spread") and value != int(value):
         raise bad(f"'{rule}.{key}' must be a whole number, got {value!r}")
+    if key in ("threshold", "max_spread") and value <= 1:
+        raise bad(f"'{rule}.{key}' is a factor (> 1), got {value!r}")
     if key == "factor" and value < 1:
         raise bad(f"'{rule}.factor' is how many times an error may grow (>= 1), got {value!r}")
     if key == "max_fraction" and value > 1:

@@ -29,6 +29,7 @@ from torchconform.ci.rules import (  # noqa: F401
     rule_fallback_creep, rule_lost_operator, rule_missing_tests, rule_new_missing_op, rule_new_test_failing,
     rule_numeric_drift, rule_regression, rule_stale_expectations, trait_of,
 )
+from torchconform.ci.rules import forbidden_ids
 from torchconform.collectors.outcome import FAILED, PASSED
 
 
@@ -103,13 +104,16 @@ def evaluate(old, new, config: GateConfig | None = None, flaky: Iterable[dict] =
         traits = (declared_traits(old), declared_traits(new))
     excused = explained_ids(new, (set(traits[0]), set(traits[1]))) - flaky_ids
     changed = pairs(old, new)
+    # strict mode's fails are judged by their own rule (fallback_forbidden), never rerun as flaky:
+    # a rerun without the strict flag would pass and excuse them
+    judged_apart = excused | forbidden_ids(new)
     results = []
     for name, fn in RULES.items():
         rule = config.rule(name)
         if rule.mode == "off":
             results.append(RuleResult(name, mode="off", status="off", threshold=0, detail="off"))
             continue
-        extra = {"excused": excused} if name in EXCUSING_RULES else {}
+        extra = {"excused": judged_apart} if name in EXCUSING_RULES else {}
         results.append(apply_mode(fn(old, new, rule.params, flaky=flaky_ids, changed=changed, **extra), rule.mode))
     shown = [t for t in excused if t not in old.vid or old.value(t).outcome in PASSED]
     explained = _findings(old, new, shown, trait=lambda t, o, n: trait_of(n))

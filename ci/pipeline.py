@@ -18,6 +18,7 @@ from torchconform.collectors.outcome import FAILED
 from torchconform.ci.report import junit_xml, markdown
 from torchconform.collectors import clusters as clusters_mod
 from torchconform.census.diff import gate_context as census_gate_context
+from torchconform.ci.perfgate import gate_context as perf_gate_context
 from torchconform.errors import UserError
 from torchconform.suites.traits.readback import SUITE as TRAITS_SUITE, compare_traits, traits_from_records
 
@@ -149,11 +150,13 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
     if not info["complete"]:
         notes.append(f"Build `{build}` has runs that did not finish; missing tests may follow.")
     if base is None:
-        notes.append(f"No baseline found for `{baseline}`: first build, nothing to compare; the gate passes.")
+        notes.append(f"No baseline found for `{baseline}`: first build, nothing to compare; only the rules that "
+                     f"need none ({', '.join(NO_BASELINE_RULES)}) are judged.")
         new = load_records(store, build)
         result = evaluate({}, new, _all_off(config), old_name="(none)", new_name=build)
         for r in result.rules:
-            r.detail = "no baseline"
+            if r.rule not in NO_BASELINE_RULES:
+                r.detail = "no baseline"
         return _render(result, None, {}, new, info, config, notes, [], categories=categories)
     names = test_names(store)
     old = load_records(store, base, names)
@@ -167,7 +170,8 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
 
     reruns = config.flaky["reruns"] if reruns is None else reruns
     known_flaky = flaky_mod.stored_flaky(store, build)
-    with census_gate_context(store, base, build):  # the lost_operator rule reads both builds' censuses
+    # the lost_operator rule reads both builds' censuses, perf_regression their perf timings
+    with census_gate_context(store, base, build), perf_gate_context(store, base, build):
         result = evaluate(old, new, config, flaky=known_flaky.values(), old_name=base, new_name=build,
                           traits=traits)
     confirmations, records, not_rerun = [], [], {}
@@ -192,7 +196,7 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
         steady = [c for c in confirmations if not c.flaky]
         notes.append(f"Reran {len(confirmations)} failing tests {reruns} times each: "
                      f"{len(confirmations) - len(steady)} flaky, {len(steady)} failed every attempt.")
-        with census_gate_context(store, base, build):
+        with census_gate_context(store, base, build), perf_gate_context(store, base, build):
             result = evaluate(old, new, config, flaky=flaky, old_name=base, new_name=build, traits=traits)
     return _render(result, base, old, new, info, config, notes, confirmations, not_rerun, categories)
 
@@ -210,12 +214,18 @@ def _not_rerun_notes(not_rerun: dict[str, str], limit: int) -> list[str]:
     return notes
 
 
+# Rules that judge the build alone: a first build is judged by them too.
+NO_BASELINE_RULES = ("fallback_forbidden",)
+
+
 def _all_off(config: GateConfig) -> GateConfig:
+    """``config`` with every rule off but those that need no baseline."""
     import copy
 
     off = copy.deepcopy(config)
-    for rule in off.rules.values():
-        rule.mode = "off"
+    for name, rule in off.rules.items():
+        if name not in NO_BASELINE_RULES:
+            rule.mode = "off"
     return off
 
 

@@ -228,6 +228,8 @@ def _finding_line(f: dict) -> str:
         return f"{f['test_id']}: {f['old']} -> {f['new']}"
     if f.get("operator"):
         return f"{f['operator']}: blocks {f['tests']} tests"
+    if f.get("direction"):   # perf_regression (ci/perfgate.py)
+        return f"{f['op']} {f['dtype']}: {f['message']}"
     return ", ".join(f"{k} {v}" for k, v in f.items())
 
 

@@ -18,7 +18,8 @@ from torchconform.collectors.breakdown import breakdown_of_counts
 from torchconform.collectors.breakdown import pass_rate as breakdown_pass_rate
 from torchconform.collectors.numeric import drift
 from torchconform.collectors.outcome import (
-    FAIL, FAILED, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TRAIT_KIND_PREFIX, XPASS, Outcome,
+    FAIL, FAILED, FALLBACK_FORBIDDEN, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TRAIT_KIND_PREFIX,
+    XPASS, Outcome,
 )
 
 NO_OP = "(no operator)"
@@ -298,6 +299,24 @@ def rule_numeric_drift(old, new, params, flaky=frozenset(), changed=None) -> Rul
     return RuleResult("numeric_drift", count=len(found), threshold=params["max_pairs"], findings=found, detail=detail)
 
 
+def forbidden_ids(records) -> frozenset:
+    """The build's fails of kind fallback_forbidden (strict mode, run --no-fallback)."""
+    return frozenset(as_records(records).where(lambda v: v.outcome == FAIL and v.kind == FALLBACK_FORBIDDEN))
+
+
+def rule_fallback_forbidden(old, new, params, flaky=frozenset(), changed=None) -> RuleResult:
+    """Strict mode: every test of the build that ran an operator through the CPU fallback
+    (a fail of kind fallback_forbidden), whatever the baseline said; grouped by operator."""
+    old, new = as_records(old), as_records(new)
+    found = _findings(old, new, list(forbidden_ids(new)),
+                      fallback_ops=lambda t, o, n: list(n.get("fallback_ops") or ()))
+    ops = Counter(op for f in found for op in f["fallback_ops"])
+    detail = ", ".join(f"{op} ({n})" for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
+    return RuleResult("fallback_forbidden", count=len(found), threshold=params["max_tests"], findings=found,
+                      detail=f"{len(found)} tests ran operators through the CPU fallback under --no-fallback"
+                             + (f": {detail}" if detail else ""))
+
+
 def _times(growth: float) -> str:
     return "was exact" if growth == float("inf") else f"{growth:.3g}x"
 
@@ -312,6 +331,7 @@ RULES: dict[str, Callable[..., RuleResult]] = {
     "missing_tests": rule_missing_tests,
     "numeric_drift": rule_numeric_drift,
     "lost_operator": None,  # defined below (reads the censuses, not the outcome records)
+    "fallback_forbidden": rule_fallback_forbidden,
 }
 
 
@@ -347,4 +367,19 @@ def rule_lost_operator(old, new, params, flaky=frozenset(), changed=None) -> Rul
 
 
 RULES["lost_operator"] = rule_lost_operator
+
+
+# -- perf_regression (the perf suite's timings, db/perf.py) ------------------------------
+def rule_perf_regression(old, new, params, flaky=frozenset(), changed=None) -> RuleResult:
+    """Operators whose device/CPU ratio grew by more than ``threshold`` against the baseline
+    (collectors/perf.py).  The timings come from ci.perfgate.gate_context(store, baseline,
+    build); without perf results in both builds, the rule passes quietly."""
+    from torchconform.ci.perfgate import perf_findings
+
+    found, detail = perf_findings(params["threshold"], params["floor_s"], params["max_spread"])
+    return RuleResult("perf_regression", count=len(found or ()), threshold=params["max_ops"],
+                      findings=found or [], detail=detail)
+
+
+RULES["perf_regression"] = rule_perf_regression
 

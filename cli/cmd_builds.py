@@ -10,7 +10,7 @@ COLUMNS = (("build", "name", "<"), ("created", "created", "<"), ("branch", "bran
            ("device", "device", "<"), ("runs", "runs", ">"), ("tests", "tests", ">"),
            ("stored results", "results", ">"), ("state", "state", "<"))
 FOOTNOTE = ("tests: tests with a result (what `summary` counts, each test's latest attempt); stored results: "
-            "every result row kept, reruns and `ingest --append` included")
+            "every result row kept, reruns and `ingest --append` included; state census: a census without test runs")
 
 
 def _run(args) -> int:
@@ -20,6 +20,8 @@ def _run(args) -> int:
     for r in rows:
         r["tests"] = tests.get(r["name"], 0)
         r["state"] = "complete" if r["complete"] else "incomplete"
+        if not r["runs"] and "census" in r["metadata"]:
+            r["state"] = "census"      # a census taken alone (`torchconform census`): no test runs to finish
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

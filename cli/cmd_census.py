@@ -122,11 +122,13 @@ def _run(args) -> int:
     if args.baseline and args.baseline == args.build:
         raise UserError(f"--baseline {args.baseline!r} is the build itself; pass an earlier build's name")
     census = None
+    url = db_url(args.db)
     if args.device:
         from torchconform.census.take import take_census
 
-        census = take_census(args.device, args.profile or "", args.backend_module or "", do_trace=not args.no_trace)
-    url = db_url(args.db)
+        profile, module = _backend(args)
+        census = take_census(args.device, profile, module, do_trace=not args.no_trace,
+                             observed_fallback=_observed_fallback(url, args.build))
     with open_store(url, create=census is not None) as store:
         if census is not None:
             records.save(store, args.build, census)
@@ -170,6 +172,35 @@ def _run(args) -> int:
         print(diff_mod.format_diff(found, limit=args.top))
     sys.stdout.flush()
     return 0
+
+
+def _backend(args) -> tuple[str, str]:
+    """(profile path, backend module) as ``run`` picks them (cli/backend_setup.py): the given
+    or shipped profile (skiplists/torchvulkan/ for vulkan), else defaults probed in a child
+    and written to .torchconform/profiles/<device>.yaml; what the probe found the backend
+    needs (TORCH_DEVICE_BACKEND_AUTOLOAD=0 where torch's autoload gets in the way) is set
+    before torch is imported here.  The device comes up in this process (census/take.py)."""
+    from torchconform.cli.backend_setup import resolve_backend
+
+    backend = resolve_backend(args, check=False)
+    for key, value in backend.env.items():
+        os.environ[key] = value
+    return backend.profile.path or backend.profile.name, backend.backend_module
+
+
+def _observed_fallback(url: str, build: str) -> list[str]:
+    """Operators the build's passing tests ran through the CPU fallback (none before any
+    test of the build ran, or where the store does not exist yet)."""
+    from torchconform.census.agreement import findings
+    from torchconform.db import queries
+    from torchconform.db.store import open_store
+
+    try:
+        with open_store(url, create=False) as store:
+            found = findings(queries.iter_outcomes(store, build))
+    except UserError:
+        return []
+    return sorted(op for op, f in found.items() if f.fallback)
 
 
 def _agreement(store, build: str, rows):

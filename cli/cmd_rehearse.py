@@ -5,8 +5,13 @@ run (``--device neuron --profile neuron --backend-module torchconform.refdev.sta
 refdev named ``neuron``) -> store -> gate (against the newest earlier build of the same
 device; the first one passes with a note) -> site.  The backend profile's patterns,
 compile backend name, dtype policy and worker pinning are exercised as they will be on
-the hardware; the operators are refdev's, so the build's missing operators must equal
-what ``refdev describe`` says is missing (printed at the end).
+the hardware; the operators are refdev's, so every missing operator and every fallback
+operator the build reports must be what ``refdev describe`` says is missing / on the CPU
+fallback (printed at the end as "N reported, 0 contradicted").  The stand-in offers the
+profile's tracking API (torch_neuronx.get_fallback_ops, ...) over refdev's counters, so the
+fallback evidence comes through the profile's tracking path, as on a Trainium host.
+``--spec PATH --pytorch-src SRC`` runs a torch-neuronx spec's upstream tests instead of
+the ops selection (run --suite upstream --spec).
 """
 from __future__ import annotations
 
@@ -30,17 +35,32 @@ def _check_backend(name: str):
     return profile
 
 
-def ground_truth_check(db: str | None, build: str, profile: str) -> tuple[set, set]:
-    """(missing operators the build reported, those refdev's profile does not list as missing)."""
+def ground_truth(db: str | None, build: str, profile: str) -> dict:
+    """{"missing": (reported, contradicted), "fallback": (reported, contradicted)}: the
+    operators the build's records name as missing / run through the CPU fallback, and
+    those refdev's profile does not list as such (``refdev describe``)."""
     from torchconform import refdev
     from torchconform.config import db_url
     from torchconform.db import queries
     from torchconform.db.store import open_store
 
     with open_store(db_url(db)) as store:
-        reported = {e["op"] for e in queries.missing_op_leaderboard(store, build, census=False)}
-    truth = set(refdev.describe(profile)["missing"])
-    return reported, reported - truth
+        missing = {e["op"] for e in queries.missing_op_leaderboard(store, build, census=False)}
+        fallback = {op for o in queries.iter_outcomes(store, build) for op in (o.fallback_ops or ())}
+    truth = refdev.describe(profile)
+    return {"missing": (missing, missing - set(truth["missing"])),
+            "fallback": (fallback, fallback - set(truth["fallback"]))}
+
+
+def truth_line(backend: str, build: str, device: str, profile: str, truth: dict) -> str:
+    """The rehearsal's last line: "N reported, M contradicted" for missing and fallback operators."""
+    parts = []
+    for what in ("missing", "fallback"):
+        reported, wrong = truth[what]
+        parts.append(f"{len(reported)} {what} operators reported, {len(wrong)} contradicted"
+                     + (f" ({', '.join(sorted(wrong)[:5])})" if wrong else ""))
+    return (f"rehearse {backend}: build {build} on device {device}, checked against refdev's {profile} "
+            f"profile: " + "; ".join(parts))
 
 
 def _run(args) -> int:
@@ -51,7 +71,8 @@ def _run(args) -> int:
     os.environ["TORCHCONFORM_REFDEV_PROFILE"] = args.refdev_profile
     parser = build_parser()
     build = args.build or None
-    run_argv = ["run", "--suite", "ops", "--selection", args.selection, "--device", profile.device,
+    what = _spec_args(parser, args) if args.spec else ["--suite", "ops", "--selection", args.selection]
+    run_argv = ["run", *what, "--device", profile.device,
                 "--profile", args.backend, "--backend-module", STANDIN, "--refdev-profile", args.refdev_profile]
     run_argv += ["--build", build] if build else []
     run_argv += ["--ops", args.ops] if args.ops else []
@@ -71,13 +92,25 @@ def _run(args) -> int:
     gate_rc = gate_args.func(gate_args)
     site_args = parser.parse_args(["site", "--out", args.out, *common])
     site_rc = site_args.func(site_args)
-    reported, unexpected = ground_truth_check(args.db, run_args.build, args.refdev_profile)
-    print(f"rehearse {args.backend}: build {run_args.build} on device {profile.device}: {len(reported)} missing "
-          f"operators reported, {len(unexpected)} of them not missing in refdev's {args.refdev_profile} profile"
-          + (f" ({', '.join(sorted(unexpected)[:5])})" if unexpected else ""), file=sys.stderr)
-    if unexpected:
+    truth = ground_truth(args.db, run_args.build, args.refdev_profile)
+    print(truth_line(args.backend, run_args.build, profile.device, args.refdev_profile, truth), file=sys.stderr)
+    if any(wrong for _, wrong in truth.values()):
         return 1
     return gate_rc or site_rc or 0
+
+
+def _spec_args(parser, args) -> list[str]:
+    """The run of a torch-neuronx spec's upstream tests in place of the ops selection."""
+    run_parser = parser._subparsers._group_actions[0].choices["run"]
+    if not any("--spec" in a.option_strings for a in run_parser._actions):
+        raise UserError("this torchconform's run has no --spec option yet; rehearse without --spec")
+    if not os.path.isfile(args.spec):
+        raise UserError(f"--spec {args.spec!r} is not a file; give a torch-neuronx spec JSON file")
+    src = args.pytorch_src or os.environ.get("TORCHCONFORM_PYTORCH_SRC")
+    if not src:
+        raise UserError("--spec runs PyTorch's own test files: give --pytorch-src SRC (a PyTorch source checkout) "
+                        "or set TORCHCONFORM_PYTORCH_SRC")
+    return ["--suite", "upstream", "--spec", os.path.abspath(args.spec), "--pytorch-src", src]
 
 
 def register(sub):
@@ -86,6 +119,11 @@ def register(sub):
     p.add_argument("backend", help="backend profile to rehearse (skiplists/<backend>/profile.yaml), e.g. neuron")
     p.add_argument("--selection", default="quick", choices=("quick", "full"), help="ops selection (default quick)")
     p.add_argument("--ops", default=None, help="comma-separated OpInfo names to restrict the run to")
+    p.add_argument("--spec", default=None, metavar="PATH",
+                   help="a torch-neuronx spec JSON: run its upstream tests (run --suite upstream --spec) instead "
+                        "of the ops selection; needs --pytorch-src")
+    p.add_argument("--pytorch-src", default=None, metavar="SRC",
+                   help="PyTorch source checkout for --spec (default $TORCHCONFORM_PYTORCH_SRC)")
     p.add_argument("--refdev-profile", default="young-backend",
                    help="refdev operator profile standing in for the backend (default young-backend)")
     p.add_argument("--build", default=None, help="build name (default <device>-<refdev profile>-rehearsal-<UTC time>)")

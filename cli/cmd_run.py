@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 
-from torchconform.db.models import FINISHED_EXIT_STATUSES
 from torchconform.db.runstate import PLAN_ENV, plan_steps, shard_label
 from torchconform.errors import UserError
 from torchconform.procs import die_with_parent, forward_signals
@@ -61,10 +60,16 @@ def register(subparsers):
     p.add_argument("--db", default=None, help="results store (path or URL; default $TORCHCONFORM_DB or ./torchconform.db)")
     p.add_argument("--no-db", action="store_true", help="do not store the run in the results store")
     p.add_argument("--timeout", type=float, default=600.0, help="per-test timeout in seconds (default 600; 0: none)")
+    p.add_argument("--memory-limit-mb", type=int, default=0, metavar="N",
+                   help="a test may grow its worker's memory (address space) by at most N MiB; past it the test is "
+                        "a crash 'ran out of memory (limit N MiB)' and the worker is replaced (default 0: no limit; needs -n 1 or more)")
     p.add_argument("--ops", default=None, help="comma-separated OpInfo names to restrict the suite to")
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     p.add_argument("--pytorch-src", default=None, help="upstream suite: PyTorch source checkout ($TORCHCONFORM_PYTORCH_SRC)")
     p.add_argument("--files", default=None, help="upstream suite: comma-separated test files (e.g. test_ops,test_nn)")
+    p.add_argument("--spec", default=None, metavar="PATH",
+                   help="upstream suite: a torch-neuronx spec (JSON, or its `skiplist import` YAML) selects the tests "
+                        "and brings its xfail/skip entries (docs/neuron.md)")
     p.add_argument("--world-size", type=int, default=None, metavar="N",
                    help="distributed suite: ranks per test (default 2, $TORCHCONFORM_WORLD_SIZE)")
     p.add_argument("--skiplist", action="append", default=[], metavar="PATH",
@@ -78,6 +83,9 @@ def register(subparsers):
     p.add_argument("--trait-reruns", type=int, default=None, metavar="N",
                    help="rerun at most N failures a declared trait may explain with the trait off, to attribute "
                         "them (default 200; 0: none; docs/classification.md)")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="strict mode: a test that ran an operator through the CPU fallback is a fail of kind "
+                        "fallback_forbidden naming them; sets the profile's no_fallback_env (docs/classification.md)")
     p.add_argument("--json", action="store_true", help="print the breakdown as JSON")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="stream pytest's own output here as it runs (default: a progress bar here, pytest's "
@@ -103,6 +111,12 @@ def suite_paths(suite: str) -> list[str]:
     return [os.path.dirname(os.path.abspath(module.__file__))]
 
 
+def _default_workers(suite: str) -> int:
+    """-n when not given: the suite's ``DEFAULT_WORKERS`` (the perf suite times alone), else the CPU count."""
+    module = importlib.import_module(f"torchconform.suites.{suite}")
+    return getattr(module, "DEFAULT_WORKERS", None) or (os.cpu_count() or 1)
+
+
 def package_root() -> str:
     """The folder holding ``suites/``: pytest's rootdir, so test ids read
     ``suites/ops/test_ops.py::...`` whatever the working directory or install mode."""
@@ -123,6 +137,8 @@ def _what_runs(args) -> str:
         from torchconform.suites.upstream import FILES_ENV, SELECTION_ENV, SRC_ENV
 
         files = os.environ.get(FILES_ENV) or f"selection {os.environ.get(SELECTION_ENV) or 'default'}"
+        if os.environ.get("TORCHCONFORM_UPSTREAM_SPEC"):
+            files = f"spec {os.environ['TORCHCONFORM_UPSTREAM_SPEC']}"
         return f"upstream {files} from {os.environ.get(SRC_ENV) or '(no checkout)'}"
     return f"{args.suite}/{args.selection}"
 
@@ -145,11 +161,17 @@ def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
            # pytest (9) hangs its log capture on loggers that do not propagate, torch's structured
            # trace log among them: every compile would add empty DEBUG lines to each failure's report.
            "--log-disable", "torch.__trace"]
-    workers = (os.cpu_count() or 1) if args.workers is None else args.workers
+    workers = _default_workers(args.suite) if args.workers is None else args.workers
     if workers < 0:
         raise UserError(f"-n {workers} is not a worker count; use 0 (serial) or more")
     if workers:
         cmd += ["-n", str(workers), "--max-worker-restart", "1000"]
+    limit = getattr(args, "memory_limit_mb", 0) or 0   # callers that build their own args may lack it
+    if limit < 0 or (limit and not workers):
+        raise UserError(f"--memory-limit-mb {limit} needs " + ("a size in MiB (0: no limit)" if limit < 0 else
+                        "workers to replace: add -n 1 or more (a serial run is the only process)"))
+    if limit:
+        cmd += ["--tc-memory-limit-mb", str(limit)]
     if backend.backend_module:
         cmd += ["--tc-backend-module", backend.backend_module]
     if args.junit:
@@ -184,6 +206,8 @@ def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
         if reruns < 0:
             raise UserError(f"--trait-reruns {reruns} is not a count; use 0 (rerun none) or more")
         cmd += ["--tc-trait-reruns", str(reruns)]
+    if getattr(args, "no_fallback", False):   # callers that build their own args may lack it
+        cmd += ["--tc-no-fallback", "1"]
     if args.branch:
         cmd += ["--tc-branch", args.branch]
     if args.commit:
@@ -220,6 +244,12 @@ def run_suite(args) -> int:
         os.environ["TORCHCONFORM_PYTORCH_SRC"] = os.path.abspath(args.pytorch_src)
     if args.files:
         os.environ["TORCHCONFORM_UPSTREAM_FILES"] = args.files
+    if getattr(args, "spec", None):   # callers that build their own args may lack it
+        if args.suite != "upstream":
+            raise UserError(f"--spec selects upstream PyTorch tests; use it with --suite upstream, not {args.suite}")
+        if not os.path.isfile(args.spec):
+            raise UserError(f"--spec {args.spec}: no such file; pass a torch-neuronx spec (.json) or its imported YAML")
+        os.environ["TORCHCONFORM_UPSTREAM_SPEC"] = os.path.abspath(args.spec)
     if args.world_size is not None:
         from torchconform.suites.distributed.launch import WORLD_SIZE_ENV
 
@@ -242,11 +272,11 @@ def run_suite(args) -> int:
         # The build name is any text (../x, /tmp/x): it only names a file in that folder.
         from torchconform.safe import safe_file_name
 
+        from torchconform.cli.run_claim import claim_records
+
         base = os.path.abspath(os.path.join(".torchconform", "runs", safe_file_name(build)))
-        jsonl, n = base + ".jsonl", 1
-        while os.path.exists(jsonl):
-            n += 1
-            jsonl = f"{base}.{n}.jsonl"
+        os.makedirs(os.path.dirname(base), exist_ok=True)
+        jsonl = claim_records(base)   # its log created here: two runs never share one (cli/run_claim.py)
     db = None
     if not args.no_db:
         if _store_available():
@@ -269,9 +299,17 @@ def run_suite(args) -> int:
         env[PLAN_ENV] = json.dumps(plan_steps(env.get(PLAN_ENV)) + [{"suite": args.suite, "shards": args.shards}])
     if args.refdev_profile:
         env["TORCHCONFORM_REFDEV_PROFILE"] = args.refdev_profile
-    with resuming(args, build, db):
-        print(f"torchconform: build {build}: {_what_runs(args)} on {args.device}", file=sys.stderr)
-        return _run_pytest(args, cmd, env, build, jsonl, db)
+    entered = False
+    try:
+        with resuming(args, build, db):
+            entered = True
+            print(f"torchconform: build {build}: {_what_runs(args)} on {args.device}", file=sys.stderr)
+            return _run_pytest(args, cmd, env, build, jsonl, db)
+    except UserError:
+        if not entered and not args.jsonl:   # refused (build lock): the log claimed for it goes
+            with contextlib.suppress(OSError):
+                os.unlink(log_path_for(jsonl))
+        raise
 
 
 def resumable_build_id(store, build: str) -> int:
@@ -285,9 +323,13 @@ def resumable_build_id(store, build: str) -> int:
 @contextlib.contextmanager
 def resuming(args, build: str, db: str | None):
     """With --resume: the sweep's hold on this suite and shard of the build (lock, then the
-    interrupted runs marked ``resumed`` once a run has covered the rest)."""
+    interrupted runs marked ``resumed`` once a run has covered the rest).  Without: the same
+    lock, so a second run of the build's tests at once is refused (cli/run_claim.py)."""
     if not args.resume:
-        yield
+        from torchconform.cli.run_claim import holding_build
+
+        with holding_build(db, build, args.suite, args.shard, args.shards):
+            yield
         return
     from torchconform.db.store import open_store
     from torchconform.sweep.pytest_driver import holding_shard
@@ -363,26 +405,6 @@ class _Follow(threading.Thread):
         self.join()
 
 
-def _pump(proc, log, echo) -> str | None:
-    """pytest's output into ``log``, the lines ``echo`` wants onto stderr as well; the usage
-    error pytest reported for torchconform, if any (raised by the caller: said once)."""
-    usage_error, last = None, None
-    for line in proc.stdout:
-        if line == last and line.strip() == "bringing up nodes...":
-            continue  # xdist says it again at collection when not on a terminal
-        last = line
-        if line.startswith("ERROR: torchconform: "):
-            if usage_error is None:
-                usage_error = line[len("ERROR: torchconform: "):].strip()
-                # The skiplist plugin words its errors "torchconform: error: ..." already.
-                usage_error = usage_error[len("error: "):] if usage_error.startswith("error: ") else usage_error
-            continue
-        log.write(line)
-        if echo(line):
-            sys.stderr.write(line)
-    return usage_error
-
-
 def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
     from torchconform.collectors.breakdown import breakdown, format_breakdown
     from torchconform.collectors.sink_jsonl import read_jsonl
@@ -397,16 +419,25 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
     progress = None if verbose else Progress(None, stream=sys.stderr, interval=60.0, unit="tests",
                                              describe=class_counts)
     follow = None if progress is None else _Follow(jsonl, progress)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                            errors="replace", preexec_fn=die_with_parent)
+    from torchconform.cli import run_finish
+    from torchconform.leftovers import become_subreaper, end_leftovers
+
+    # Orphans of the tests become our children: ended and named once pytest has ended (torchconform/leftovers.py).
+    become_subreaper()
+    inflight = run_finish.inflight_path(jsonl)   # the test a serial run is in (collectors/inflight.py)
+    env = dict(env, **{run_finish.INFLIGHT_ENV: inflight})
+    proc = subprocess.Popen(cmd + run_finish.RUN_PLUGINS, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace", preexec_fn=die_with_parent)
     # SIGTERM (a CI cancel) and Ctrl-C reach pytest, which ends its run in order; this
     # process keeps reading its output until it has, then reports the run as interrupted.
     try:
-        with open(log_path, "w", encoding="utf-8", errors="replace") as log, forward_signals(proc) as forwarded:
+        with run_finish.SafeLog(log_path) as log, forward_signals(proc) as forwarded:
             if follow is not None:
                 follow.start()
-            usage_error = _pump(proc, log, echo=(lambda line: True) if verbose else _Shown())
+            pumped = run_finish.pump(proc, log, echo=(lambda line: True) if verbose else _Shown(), on_exit=end_leftovers)
+            usage_error = pumped.usage_error
             rc = proc.wait()
+            run_finish.name_leftovers(pumped.leftovers, log)
     except BaseException:
         if progress is not None:
             progress.close(final=False)   # a terminal gets its cursor back
@@ -415,6 +446,15 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
         if follow is not None:
             follow.stop()
     run, outcomes = read_jsonl(jsonl) if os.path.exists(jsonl) else ({}, [])
+    # Finished only when pytest says so, its run's end was recorded and no sink failed (cli/run_finish.py).
+    early = not run_finish.finished(rc, run, pumped)
+    crash = None
+    if early and forwarded.signal is None:   # a serial run's test that ended the process is a crash
+        crash = run_finish.crash_of_test_in_flight(inflight, rc, outcomes, run, args.device, args.suite)
+    with contextlib.suppress(OSError):
+        os.unlink(inflight)
+    if crash is not None:
+        outcomes.append(crash)
     if progress is not None:
         # The display ends on the very records the breakdown below counts.
         if run.get("planned") is not None:
@@ -425,17 +465,21 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
         from torchconform.cli.backend_setup import cli_wording
 
         raise UserError(cli_wording(usage_error))
-    if not verbose and rc not in FINISHED_EXIT_STATUSES and forwarded.signal is None:
-        _print_log_tail(log_path, rc)
+    if not verbose and early and forwarded.signal is None and crash is None and pumped.stop_reason is None:
+        _print_log_tail(log_path, rc)   # a cause we cannot name: the end of pytest's output tells it
     if rc not in (0, 1) and not os.path.exists(jsonl):
         if forwarded.signal is not None:
             raise UserError(f"run interrupted ({signal.Signals(forwarded.signal).name}) before any test finished; "
                             "nothing was recorded", exit_code=128 + forwarded.signal)
         raise UserError(f"pytest exited with status {rc} before recording anything (its output: {log_path}); "
                         f"rerun with the command: {mask_password(' '.join(cmd))}")
-    ended = rc in FINISHED_EXIT_STATUSES
+    ended = not early
+    notes = []
     if not ended:
-        _record_unfinished(db, build, proc.pid, rc, args, run, outcomes)
+        if crash is not None:
+            notes.append(run_finish.append_jsonl(jsonl, crash))
+        notes.append(_record_unfinished(db, build, proc.pid, rc, args, run, outcomes, crash, pumped.stop_reason))
+    notes.append(log.error)
     result = breakdown(build, outcomes)
     result.update(complete=ended, unfinished_runs=[] if ended else [{
         "run": None, "suite": args.suite, "shard": "", "status": "interrupted", "exit_status": rc,
@@ -453,8 +497,12 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
             print(f"failures a declared trait may explain: {t['candidates']}; rerun with the trait off {t['rerun']}, "
                   f"attributed {t['attributed']}, by rule {t['by_rule']}, not rerun {t['not_rerun']}")
         print(f"outcome records: {jsonl}" + (f"; stored in {mask_password(db)}" if db else ""))
-    if forwarded.signal is not None:
-        return 128 + forwarded.signal  # the shell's convention for "ended by this signal"
+    if not ended:   # one line: why, how many tests did not run, the fix; never exit status 0
+        raise UserError(run_finish.incomplete_line(rc, forwarded.signal, pumped, crash, run.get("planned"),
+                                                   len(outcomes), build, db, notes),
+                        exit_code=run_finish.exit_status(rc, forwarded.signal))
+    if log.error:
+        print(f"torchconform: {log.error}", file=sys.stderr)
     # Test failures are results, not errors of the run; anything else is reported as is.
     return 0 if rc in (0, 1) else (128 - rc if rc < 0 else rc)
 
@@ -473,19 +521,25 @@ def _print_log_tail(log_path: str, rc: int) -> None:
     sys.stderr.writelines("  " + line for line in tail)
 
 
-def _record_unfinished(db, build, pid, rc, args, run, outcomes):
+def _record_unfinished(db, build, pid, rc, args, run, outcomes, crash=None, stop_reason=None) -> str | None:
     """pytest ended without finishing its run (interrupted, killed, crashed): the stored
-    run must say so even when pytest could not (SIGKILL, abort), and a JUnit file asked
-    for holds what was recorded."""
+    run must say so even when pytest could not (SIGKILL, abort), with the test that ended
+    a serial run's process as ``crash``, and a JUnit file asked for holds what was
+    recorded.  Returns what could not be done, as a clause of the INCOMPLETE line."""
+    said = None
     if db:
-        from torchconform.db.store import open_store
+        from torchconform.cli.run_finish import store_end
 
-        try:
-            with open_store(db, create=False) as store:
-                store.mark_interrupted(build, pid, rc)
-        except UserError as exc:
-            print(f"torchconform: could not mark the run interrupted in the store: {exc}", file=sys.stderr)
+        error = store_end(db, build, pid, rc, crash)
+        if error:
+            # After a store failure the cause is said already; the run reads as lost once pytest is gone.
+            said = "the store could not mark the run interrupted" + ("" if stop_reason else f" ({error})") + \
+                " and shows it lost"
     if args.junit and outcomes and run.get("exitstatus") is None:
         from torchconform.collectors.sink_junit import write_junit
 
-        write_junit(os.path.abspath(args.junit), run, outcomes)
+        try:
+            write_junit(os.path.abspath(args.junit), run, outcomes)
+        except OSError as exc:
+            said = (said + "; " if said else "") + f"cannot write {args.junit}: {exc.strerror or exc}"
+    return said

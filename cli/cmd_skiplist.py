@@ -38,6 +38,10 @@ def register(subparsers):
                       help="only failures that are new since this stored build (it passed or did not exist there)")
     prop.set_defaults(func=run_propose)
 
+    from torchconform.cli.skiplist_spec import register as register_spec
+
+    register_spec(sub)   # import / export of torch-neuronx specs
+
 
 def _expand(paths) -> list[str]:
     out: list[str] = []
@@ -131,7 +135,10 @@ def run_propose(args) -> int:
     paths = _expand(args.skiplist) if args.skiplist else default_skiplists(backend)
     if args.write and os.path.exists(args.write) and os.path.abspath(args.write) not in map(os.path.abspath, paths):
         paths.append(args.write)
-    existing = load_entries(paths)
+    if args.write and any(p.endswith(".json") for p in paths):
+        raise UserError("--write edits skiplist YAML, not a torch-neuronx spec; `skiplist import` it first "
+                        "and propose against the YAML (docs/neuron.md)")
+    existing = load_entries(paths, backend)   # a torch-neuronx spec names its tests for the build's device
     new_failures = outcomes if old_failures is None else [o for o in outcomes if o.test_id not in old_failures]
     candidates = pr.propose_entries(new_failures, existing, args.build, issue=args.issue)
     removals = pr.propose_removals(outcomes, existing) if args.prune else []

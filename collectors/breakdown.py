@@ -19,8 +19,9 @@ shard, status, exit_status, results, planned}]`` (db/queries.py: completeness).
 of kind host_only: the test never touched the device).  ``pass_rate`` leaves
 host_only passes out of both its numerator and its denominator.
 
-``fail_kinds`` counts the ``fail`` outcomes a declared trait explains (kind
-``trait:<name>``, collectors/traitfail.py); they stay inside ``outcomes["fail"]``.
+``fail_kinds`` counts the ``fail`` outcomes with a kind: those a declared trait explains
+(``trait:<name>``, collectors/traitfail.py) and strict mode's ``fallback_forbidden``
+(``run --no-fallback``, collectors/strict.py); they stay inside ``outcomes["fail"]``.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from collections import Counter
 from typing import Iterable
 
 from torchconform.collectors.outcome import (
-    BACKEND_SKIP_KINDS, CRASH, DISTRIBUTED_SKIP_KINDS, ERROR, FAIL, HOST_ONLY, MISSING_OP, OUTCOMES, PASS,
+    BACKEND_SKIP_KINDS, CRASH, DISTRIBUTED_SKIP_KINDS, ERROR, FAIL, FALLBACK_FORBIDDEN, HOST_ONLY, MISSING_OP,
+    OUTCOMES, PASS,
     PASS_FALLBACK,
     SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, TRAIT_KIND_PREFIX, XFAIL, XPASS, Outcome,
 )
@@ -104,7 +106,7 @@ def format_breakdown(b: dict, top: int = 10) -> str:
         f"  passed   {passed:>8}   (natively {k['native']}, through CPU fallback {k['fallback']}, "
         f"without touching the device {k['host_only']})",
         f"  failed   {failed:>8}   (fail {o[FAIL]}, error {o[ERROR]}, crash {o[CRASH]}, timeout {o[TIMEOUT]})"
-        + explained_clause(b),
+        + explained_clause(b) + forbidden_clause(b),
         f"  skipped  {skipped:>8}",
         f"    PyTorch eligibility  {o[SKIP_ELIGIBILITY]:>8}",
         f"    backend-specific     {backend:>8}",
@@ -125,12 +127,19 @@ def format_breakdown(b: dict, top: int = 10) -> str:
 def explained_clause(b: dict) -> str:
     """", of which explained by declared traits M (trait:x M)" after the failed count; nothing
     when no failure is (so breakdowns without trait-explained failures read as before)."""
-    kinds = b.get("fail_kinds") or {}
-    explained = sum(n for k, n in kinds.items() if k.startswith(TRAIT_KIND_PREFIX))
+    kinds = {k: n for k, n in (b.get("fail_kinds") or {}).items() if k.startswith(TRAIT_KIND_PREFIX)}
+    explained = sum(kinds.values())
     if not explained:
         return ""
     return f", of which explained by declared traits {explained} (" + \
         ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ")"
+
+
+def forbidden_clause(b: dict) -> str:
+    """", of which fallback forbidden (strict mode) N": the fails of kind fallback_forbidden
+    (run --no-fallback), counted apart; nothing when there are none."""
+    n = (b.get("fail_kinds") or {}).get(FALLBACK_FORBIDDEN, 0)
+    return f", of which fallback forbidden (strict mode) {n}" if n else ""
 
 
 def incomplete_lines(b: dict) -> list[str]:

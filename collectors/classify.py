@@ -294,9 +294,10 @@ def refine_by_device_ops(verdict: Verdict, text: str, device: str, seen, served_
     classifies the same way (rule 2):
 
     - ``Could not run 'aten::X' with arguments from the 'CPU' backend`` where X was
-      called with device tensors and the backend's boxed CPU fallback serves X: the
-      fallback had no CPU kernel to call (a CPU reference computation failing the same
-      way never called X on the device, so it stays as it was);
+      called with device tensors and the backend's boxed CPU fallback serves X (or X's
+      own kernel called the CPU fallback: ``seen.via_cpu``): the fallback had no CPU
+      kernel to call (a CPU reference computation failing the same way never called X on
+      the device, so it stays as it was);
     - ``DispatchStub: missing kernel for <device>``: a CPU kernel the backend borrowed
       has no stub for the device; the operator is the innermost device call the error ended.
     """
@@ -304,7 +305,7 @@ def refine_by_device_ops(verdict: Verdict, text: str, device: str, seen, served_
         return verdict
     for m in _CPU_NO_KERNEL.finditer(text):
         op = m["op"] if "::" in m["op"] else "aten::" + m["op"]
-        if op in seen.ops and served_by_fallback(op):
+        if op in seen.ops and (served_by_fallback(op) or op in getattr(seen, "via_cpu", ())):
             why = "the backend's CPU fallback has no CPU kernel to call"
             return Verdict(SKIP_BACKEND, kind=MISSING_OP, missing_op=op,
                            message=bound_message(f"{MISSING_OP_PREFIX} {op} {why} ({m[0]})"))

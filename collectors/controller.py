@@ -27,11 +27,13 @@ from torchconform.collectors.plugin import PENDING_SETUP_KEY, device_ready, is_x
 from torchconform.collectors.outcome import (
     CRASH, ERROR, FAIL, INTERRUPTED_MESSAGE, PASS, PASS_FALLBACK, TIMEOUT, Outcome, bound_message,
 )
+from torchconform.collectors import strict
 from torchconform.collectors.settings import default_build_name, source_revision
 from torchconform.collectors.testinfo import parse_test_id
 from torchconform.collectors.traitfail import declared_traits
 from torchconform.collectors.traitrerun import TraitAttribution
 from torchconform.collectors.watchdog import STATE_ENV, read_timeout_marker
+from torchconform.collectors.forkserver import OOM_EXIT
 from torchconform.procs import describe_exit
 from torchconform.config import mask_password
 
@@ -142,6 +144,8 @@ class ControllerPlugin:
             "device": self.device,
             "profile": self._profile_label(),
             "backend_profile": self.profile.name,
+            # a narrowed or strict run is a series of its own (db/series.py): empty for a whole selection
+            "scope": self._scope(),
             "command_line": mask_password(" ".join(shlex.quote(a) for a in [sys.executable, "-m", "pytest", *args])),
             "host": socket.gethostname(),
             "start_time": _now(),
@@ -156,6 +160,22 @@ class ControllerPlugin:
             # the environment is part of every result (the seed): stored on the build
             "environment": self._environment(),
         }
+
+    def _scope(self) -> str:
+        """What narrowed this run's selection or changed its verdicts: ``--tc-ops``, ``-k``,
+        an upstream spec, strict mode."""
+        parts = []
+        if self.settings.ops:
+            parts.append(f"ops={self.settings.ops}")
+        keyword = getattr(self.config.option, "keyword", "") or ""
+        if keyword:
+            parts.append(f"-k {keyword}")
+        spec = os.environ.get("TORCHCONFORM_UPSTREAM_SPEC")
+        if spec:
+            parts.append(f"spec={os.path.basename(spec)}")
+        if self.settings.no_fallback:
+            parts.append("strict")
+        return " ".join(parts)
 
     def _environment(self) -> dict:
         from torchconform.collectors import environment
@@ -294,7 +314,7 @@ class ControllerPlugin:
                     state["duration"] += float(marker.get("timeout") or 0)
                 else:
                     v = {"outcome": CRASH, "message": bound_message(
-                        f"{report.longrepr}{worker_exit(getattr(report, 'node', None))}")}
+                        f"{report.longrepr}{worker_exit(getattr(report, 'node', None), limit_mb=self._memory_limit())}")}
                 state["phases"]["call"] = v
                 self._finish(report.nodeid, self.pending.pop(report.nodeid))
                 return
@@ -302,10 +322,14 @@ class ControllerPlugin:
                 state["info"] = tc["info"]
             if "fallback_ops" in tc:
                 state["fallback_ops"] = tc["fallback_ops"]
+            if tc.get("evidence"):
+                state["evidence"] = tc["evidence"]
             if "mismatch" in tc:
                 state["mismatch"] = tc["mismatch"]
             if "errors" in tc:
                 state["errors"] = tc["errors"]
+            if "perf" in tc:
+                state["perf"] = tc["perf"]
             verdict = tc.get("verdict")
             if verdict is None and not tc and not report.passed:
                 # A report the worker side did not classify (plugin inactive there).
@@ -330,6 +354,14 @@ class ControllerPlugin:
                 message=f"collection error: {v.message or bound_message(text)}", repro=self._repro(report.nodeid),
             ))
 
+    def _memory_limit(self) -> int:
+        from torchconform.collectors.plugin import option
+
+        try:
+            return int(option(self.config, "tc_memory_limit_mb") or 0)
+        except ValueError:
+            return 0
+
     def _node_path(self, nodeid: str, path: str = "") -> str:
         """The node id with its file as an absolute path (a rerun's argument)."""
         file, sep, rest = nodeid.partition("::")
@@ -349,6 +381,8 @@ class ControllerPlugin:
             verdict = {"outcome": ERROR, "message": INTERRUPTED_MESSAGE}
         else:
             verdict = combine(state["phases"], state["fallback_ops"])
+            verdict = strict.apply(verdict, state["fallback_ops"], state.get("evidence", ""),
+                                   self.settings.no_fallback)
         outcome = verdict["outcome"]
         o = Outcome(
             test_id=nodeid, outcome=outcome, suite=self.run.get("suite", ""),
@@ -362,6 +396,8 @@ class ControllerPlugin:
             repro=self._repro(nodeid, info.get("path", ""), info.get("op", "")),
             **dict(zip(NUMERIC_FIELDS, state.get("errors") or ())),
         )
+        o.perf = state.get("perf")   # the perf suite's timings (collectors/perf.py)
+        o.evidence = state.get("evidence", "")   # where the fallback/host_only verdicts came from
         o = self.traits.take(o, state.get("mismatch"), self._node_path(nodeid, info.get("path", "")))
         if o is not None:  # else held for the trait rerun at the end
             self._append(o)
@@ -374,7 +410,7 @@ class ControllerPlugin:
             self.flush()
 
 
-def worker_exit(node, wait: float = 3.0) -> str:
+def worker_exit(node, wait: float = 3.0, limit_mb: int = 0) -> str:
     """How a crashed xdist worker's process ended, as a clause for the crash message:
     ``: killed by SIGSEGV``, ``: exit status 3``; empty when the platform does not say
     (a worker on a remote gateway, or one still not gone after ``wait`` seconds)."""
@@ -385,18 +421,34 @@ def worker_exit(node, wait: float = 3.0) -> str:
         code = popen.wait(timeout=wait)
     except Exception:  # subprocess.TimeoutExpired, or a gateway without a real process
         return ""
+    if code == OOM_EXIT and limit_mb:   # a worker without the fork server (collectors/forkserver.py)
+        return f": ran out of memory (limit {limit_mb} MiB)"
     return "" if code is None else f": {describe_exit(code)}"
 
 
-def stop_workers(config) -> None:
-    """SIGTERM every local xdist worker process now (remote gateways are left to xdist)."""
+# Seconds a worker gets to end after SIGTERM before SIGKILL (a test may ignore SIGTERM).
+STOP_GRACE_SECONDS = 1.0
+
+
+def stop_workers(config, grace: float = STOP_GRACE_SECONDS) -> None:
+    """SIGTERM every local xdist worker process now, SIGKILL those still there ``grace``
+    seconds later (remote gateways are left to xdist)."""
     dsession = config.pluginmanager.getplugin("dsession")
     group = getattr(getattr(dsession, "nodemanager", None), "group", None)
+    stopping = []
     for gateway in list(group or ()):
         popen = getattr(getattr(gateway, "_io", None), "popen", None)
         if popen is not None and popen.poll() is None:
             with contextlib.suppress(ProcessLookupError):  # it ended between poll and terminate
                 popen.terminate()
+                stopping.append(popen)
+    deadline = time.monotonic() + grace
+    for popen in stopping:
+        with contextlib.suppress(Exception):   # subprocess.TimeoutExpired: it ignored SIGTERM
+            popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        if popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                popen.kill()
 
 
 # Set once the run was told to stop (SIGTERM / SIGINT).

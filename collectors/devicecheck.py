@@ -74,7 +74,9 @@ def _with_elsewhere(touch: Touch) -> None:
 class DeviceCheck:
     """Both questions for one device type; resolved once (getattr), cheap per test."""
 
-    def __init__(self, device_type: str):
+    def __init__(self, device_type: str, tracked: bool = False):
+        """``tracked``: the backend's own tracking API reports its fallbacks
+        (collectors/tracking.py): no dispatcher observer then, unless asked for ("always")."""
         import torch
 
         self.device_type = device_type
@@ -95,11 +97,12 @@ class DeviceCheck:
         # evidence), and where no counter says whether the device was touched.
         self._dispatch = None
         mode = os.environ.get(DISPATCH_WATCH_ENV, "1")
-        if under_test and mode != "0":
+        if under_test and mode != "0" and (not tracked or mode == "always"):
             from torchconform.collectors.dispatchwatch import DispatchWatch
 
             watch = DispatchWatch(device_type)
-            if watch.available and (watch.has_backend_fallback or self._stats is None or mode == "always"):
+            wanted = not tracked and (watch.has_backend_fallback or self._stats is None)
+            if watch.available and (wanted or mode == "always"):
                 self._dispatch = watch
 
     @property

@@ -8,7 +8,10 @@ order): its own kernel, the autograd key's, a composite (looked through: its inn
 calls are recorded too), or the **backend fallback**, PyTorch's boxed CPU fallback
 that a PrivateUse1 backend registers for its whole key.  An operator served by that
 fallback is fallback evidence for the test, whatever the backend: a passing test
-that used one is ``pass_fallback`` naming it.
+that used one is ``pass_fallback`` naming it.  So is an operator inside whose call
+``aten::_to_cpu`` ran (``Seen.via_cpu``): ``at::native::cpu_fallback`` moves its
+arguments with it, and a kernel the backend registered may call that fallback itself
+(torch-opencl's ``add.out``), which the dispatch table cannot show.
 
 It also says whether the test touched the device at all (any operator recorded),
 for backends without an allocation counter, and names the operator behind two
@@ -42,7 +45,8 @@ class Seen:
     """What one watched block asked of the device (filled when the block ends)."""
     ops: set = field(default_factory=set)     # aten::name.overload, every depth
     raised: str = ""                           # the innermost one an exception ended (the latest)
-    fallback: list = field(default_factory=list)  # those the backend fallback served, sorted
+    via_cpu: set = field(default_factory=set)  # those an aten::_to_cpu ran inside (a CPU fallback)
+    fallback: list = field(default_factory=list)  # those the backend fallback served or via_cpu, sorted
     recorded: bool = False                     # False: nothing could be recorded
 
 
@@ -112,11 +116,11 @@ class DispatchWatch:
             _RUNNING.pop()
             if outer is not None:
                 if outer.device_type == frame.device_type:
-                    outer.take(frame.ops, frame.raised)
+                    outer.take(frame.ops, frame.raised, frame.via_cpu)
                 outer.native.start(outer.device_type)
-            seen.ops, seen.raised, seen.recorded = frame.ops, frame.raised, True
-            if self.keys.backend_fallback:
-                seen.fallback = sorted(op for op in seen.ops if self.served_by_fallback(op))
+            seen.ops, seen.raised, seen.via_cpu, seen.recorded = frame.ops, frame.raised, frame.via_cpu, True
+            served = {op for op in seen.ops if self.served_by_fallback(op)} if self.keys.backend_fallback else set()
+            seen.fallback = sorted(served | seen.via_cpu)
 
 
 @dataclass
@@ -126,10 +130,12 @@ class _Recording:
     device_type: str
     ops: set = field(default_factory=set)
     raised: str = ""
+    via_cpu: set = field(default_factory=set)
 
-    def take(self, ops, raised: str) -> None:
+    def take(self, ops, raised: str, via_cpu=()) -> None:
         self.ops.update(ops)
         self.raised = raised or self.raised   # the latest exception's operator
+        self.via_cpu.update(via_cpu)
 
 
 _RUNNING: list[_Recording] = []   # the watches running now, innermost last

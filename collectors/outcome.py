@@ -56,6 +56,9 @@ HOST_ONLY = "host_only"
 # a float64 result that overflowed float32's range), verified by a rerun with the trait off
 # or by the documented rule (collectors/traitfail.py).  Still a failure, counted apart.
 TRAIT_KIND_PREFIX = "trait:"
+# The kind of a ``fail`` under strict mode (``run --no-fallback``): the test ran operators
+# through the CPU fallback (named in ``fallback_ops``), which that mode forbids.
+FALLBACK_FORBIDDEN = "fallback_forbidden"
 _TRAIT_KIND = re.compile(r"^trait:[a-z][a-z0-9_]*$")
 
 PASSED = frozenset({PASS, PASS_FALLBACK})
@@ -116,9 +119,9 @@ def check_outcome(outcome: str, kind: str) -> None:
         if kind not in BACKEND_SKIP_KINDS:
             raise ValueError(f"skip_backend needs a kind from {', '.join(BACKEND_SKIP_KINDS)}, got {kind!r}")
     elif kind and not (outcome == PASS and kind == HOST_ONLY) \
-            and not (outcome == FAIL and _TRAIT_KIND.match(kind)):
+            and not (outcome == FAIL and (_TRAIT_KIND.match(kind) or kind == FALLBACK_FORBIDDEN)):
         raise ValueError(f"kind {kind!r} is only meaningful for skip_backend (and {HOST_ONLY} for pass, "
-                         f"{TRAIT_KIND_PREFIX}<name> for fail), not {outcome}")
+                         f"{TRAIT_KIND_PREFIX}<name> or {FALLBACK_FORBIDDEN} for fail), not {outcome}")
 
 
 @dataclass
@@ -151,6 +154,13 @@ class Outcome:
     # travels as a dict (worker pipe, Ray, JSON lines) and is stored by
     # Store.add_outcomes in the outcome's own transaction.
     trace = None
+    # Likewise not a field: the perf suite's timing rows (collectors/perf.py), stored by
+    # Store.add_outcomes in perf_results (db/perf.py).
+    perf = None
+    # Not a field either: where the fallback and host_only verdicts came from ("tracking
+    # torch_neuronx.get_fallback_ops()", "dispatcher + warning", ...; docs/classification.md,
+    # "Fallback evidence"), in JSON lines; stored in the message of a pass_fallback.
+    evidence = ""
 
     def __post_init__(self):
         check_outcome(self.outcome, self.kind)
@@ -164,6 +174,10 @@ class Outcome:
         data = dataclasses.asdict(self)
         if self.trace is not None:
             data["trace"] = self.trace
+        if self.perf is not None:
+            data["perf"] = self.perf
+        if self.evidence:
+            data["evidence"] = self.evidence
         return data
 
     @classmethod
@@ -172,4 +186,8 @@ class Outcome:
         out = cls(**{k: v for k, v in data.items() if k in names})
         if data.get("trace") is not None:
             out.trace = data["trace"]
+        if data.get("perf") is not None:
+            out.perf = data["perf"]
+        if data.get("evidence"):
+            out.evidence = str(data["evidence"])
         return out

@@ -33,6 +33,15 @@ OPTIONS = {
     "tc_trait_reruns": ("--tc-trait-reruns", "TORCHCONFORM_TRAIT_RERUNS",
                         "at most N failures a declared trait may explain are rerun with the trait off at the end "
                         "(default 200; 0: none; docs/classification.md)"),
+    "tc_no_fallback": ("--tc-no-fallback", "TORCHCONFORM_NO_FALLBACK",
+                       "1: strict mode, a test that ran an operator through the CPU fallback is a fail of kind "
+                       "fallback_forbidden (and the profile's no_fallback_env is set)"),
+    "tc_fork_server": ("--tc-fork-server", "TORCHCONFORM_FORK_SERVER",
+                       "on|off|auto: each xdist worker collects once and runs its tests in forked children, so a "
+                       "crash costs a fork (auto: on for refdev and cpu; collectors/forkserver.py)"),
+    "tc_memory_limit_mb": ("--tc-memory-limit-mb", "TORCHCONFORM_MEMORY_LIMIT_MB",
+                           "a test may grow its xdist worker's address space by at most N MiB; past it the test is "
+                           "a crash 'ran out of memory (limit N MiB)' and the worker is replaced (0: no limit)"),
 }
 
 # Skiplists apply in every run that loads this plugin (``--tc-skiplist``); the
@@ -88,6 +97,10 @@ def pytest_load_initial_conftests(early_config, parser, args):
             if getattr(settings, dest.replace("tc_", "")):
                 os.environ[env] = getattr(settings, dest.replace("tc_", ""))
         _export_samples_on(early_config, ns)
+        if settings.no_fallback:
+            # before the backend loads (its own strict switches), and for processes tests start
+            os.environ["TORCHCONFORM_NO_FALLBACK"] = "1"
+            os.environ.update(settings.profile.no_fallback_env)
         os.environ["TORCHCONFORM_DEVICE"] = settings.device
         os.environ["TORCHCONFORM_PROFILE"] = settings.profile.path
         if _distributes(ns):
@@ -161,9 +174,24 @@ def pytest_configure(config):
     from torchconform.collectors.worker import WorkerPlugin
 
     config.pluginmanager.register(WorkerPlugin(config, settings), "torchconform-worker")
+    if is_xdist_worker(config):
+        from torchconform.collectors.forkserver import register_on_worker
+
+        register_on_worker(config, settings, option(config, "tc_fork_server"), option(config, "tc_memory_limit_mb"))
     # xdist gives its workers' configs ``workerinput``; the environment variable is
     # inherited by any pytest started inside a worker, which must still record.
     if not is_xdist_worker(config):
         from torchconform.collectors.controller import ControllerPlugin
+        from torchconform.collectors.recording import RecordingGuard
 
         config.pluginmanager.register(ControllerPlugin(config, settings), "torchconform-controller")
+        if is_xdist_controller(config):
+            from torchconform.collectors.xdist_guard import XdistGuard
+
+            # pytest-xdist's assert not crashitem never ends the run (collectors/xdist_guard.py)
+            config.pluginmanager.register(XdistGuard(config), "torchconform-xdist-guard")
+            from torchconform.collectors.lean_reports import LeanReports
+
+            config.pluginmanager.register(LeanReports(config), "torchconform-lean-reports")
+        # A sink that cannot write (disk full, store failure) stops the run in order (collectors/recording.py).
+        config.pluginmanager.register(RecordingGuard(config), "torchconform-recording")

@@ -34,6 +34,8 @@ def repro_for(node_path: str, nodeid: str, args, device: str, profile, settings,
         options += ["--tc-selection", settings.selection]
     if settings.backend_module:
         options += ["--tc-backend-module", settings.backend_module]
+    if getattr(settings, "no_fallback", False):
+        options += ["--tc-no-fallback", "1"]
     return repro_command(node_path, options, repro_env(profile, root, environ), root, environ)
 
 

@@ -28,6 +28,9 @@ class Settings:
     commit: str = ""
     # failures a declared trait may explain, rerun with the trait off at the session's end
     trait_reruns: int = 200
+    # strict mode (run --no-fallback): a test that ran an operator through the CPU fallback
+    # is a fail of kind fallback_forbidden; the profile's no_fallback_env is set
+    no_fallback: bool = False
 
 
 def default_build_name(device: str, profile: str, now: _dt.datetime | None = None) -> str:
@@ -135,4 +138,15 @@ def settings_from(config, namespace=None) -> Settings:
         build=get("tc_build"), junit=get("tc_junit"), jsonl=get("tc_jsonl"), db=get("tc_db"),
         timeout=timeout, suite=get("tc_suite"), selection=get("tc_selection"), ops=get("tc_ops"),
         shard=get("tc_shard"), branch=get("tc_branch"), commit=get("tc_commit"), trait_reruns=int(raw),
+        no_fallback=no_fallback_flag(get("tc_no_fallback")),
     )
+
+
+def no_fallback_flag(value: str) -> bool:
+    """``--tc-no-fallback`` / $TORCHCONFORM_NO_FALLBACK: 1, true, yes or on."""
+    text = str(value or "").strip().lower()
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    if text in ("1", "true", "yes", "on"):
+        return True
+    raise UserError(f"--tc-no-fallback {value!r} is not a switch; give 1 (strict: no CPU fallback) or 0")

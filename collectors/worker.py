@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from torchconform.collectors import notes, numeric
+from torchconform.collectors import notes, numeric, perf, tracking
 from torchconform.collectors.classify import (
     DTYPE_PREFIX, SKIPLIST_PREFIX, Verdict, classify_exception, classify_text, exception_name, exception_text,
     refine_by_device_ops,
@@ -69,6 +69,11 @@ class WorkerPlugin:
         self._fallback_counts = _resolve(self.profile.fallback_counter)
         self._fallback_reset = _resolve(self.profile.fallback_reset)
         self._fallback_seen: dict[str, list[str]] = {}
+        # The backend's own tracking API (collectors/tracking.py), resolved at the first test
+        # (the backend is loaded by then); what it reported per test, read after the call.
+        self._tracking: tracking.Tracking | None = None
+        self._tracking_resolved = False
+        self._tracked: dict[str, tuple] = {}
         self._reset_warned = False
         self._info: dict[str, dict] = {}
         self.skiplist = None
@@ -80,8 +85,21 @@ class WorkerPlugin:
 
     def device_check(self) -> DeviceCheck:
         if self._device_check is None:
-            self._device_check = DeviceCheck(self.device)
+            tracked = self.tracking() is not None and self.tracking().fallback_ops is not None
+            self._device_check = DeviceCheck(self.device, tracked=tracked)
         return self._device_check
+
+    def tracking(self) -> tracking.Tracking | None:
+        """The profile's tracking functions (None: the profile names none, or they could not
+        be resolved, said once as a warning: the generic evidence is used then)."""
+        if not self._tracking_resolved:
+            self._tracking_resolved = True
+            from torchconform.errors import UserError
+            try:
+                self._tracking = tracking.resolve(self.profile, self.settings.backend_module)
+            except UserError as exc:
+                warnings.warn(f"torchconform: {exc}; using the generic fallback evidence instead")
+        return self._tracking
 
     # -- collection: dtype policy and the skiplist seam ---------------------------
     @pytest.hookimpl(trylast=True)
@@ -119,6 +137,7 @@ class WorkerPlugin:
                                   "fallback evidence may carry over between tests")
         notes.clear()
         numeric.clear()
+        perf.clear()
         self.watchdog.arm(item.nodeid)
         try:
             return (yield)
@@ -149,6 +168,9 @@ class WorkerPlugin:
     def pytest_runtest_call(self, item):
         # Fallback warnings are evidence too (backends without a counter); they
         # are re-emitted so pytest's own warning summary still sees them.
+        api = self.tracking()
+        if api is not None:
+            self._clear_tracking(api)
         with self.device_check().watch() as touch, warnings.catch_warnings(record=True) as caught:
             self._touch[item.nodeid] = touch
             try:
@@ -158,8 +180,48 @@ class WorkerPlugin:
                 for w in caught:
                     ops.extend(o for o in self.profile.find_fallback_ops(str(w.message)) if o not in ops)
                 self._fallback_seen[item.nodeid] = ops
+                if api is not None:
+                    self._tracked[item.nodeid] = self._read_tracking(api)
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+    def _clear_tracking(self, api) -> None:
+        try:
+            api.reset()
+        except Exception as exc:  # noqa: BLE001 - the backend's own function failed
+            if not self._reset_warned:
+                self._reset_warned = True
+                warnings.warn(f"torchconform: the profile's tracking.clear failed ({exception_name(exc)}: "
+                              f"{exception_text(exc)}); fallback evidence may carry over between tests")
+
+    def _read_tracking(self, api) -> tuple:
+        """(fallback operators, executed operators) the backend reported for the call
+        (None each where it offers no such function or the call failed)."""
+        sync = getattr(self.device_check().module, "synchronize", None)
+        try:
+            if callable(sync):
+                sync()   # an asynchronous backend records executed operators when they run
+        except Exception:  # noqa: BLE001 - the test's own failure is the verdict, not this
+            pass
+        try:
+            return api.read()
+        except Exception:  # noqa: BLE001
+            return None, None
+
+    def _evidence(self, nodeid: str, seen=None, tracked_fallback=None) -> tuple[list[str], str]:
+        """(fallback operators of the call, where they came from: docs/classification.md)."""
+        api = self.tracking()
+        if api is not None and api.fallback_ops is not None:
+            self._fallback_seen.pop(nodeid, None)
+            return list(tracked_fallback or []), f"{tracking.TRACKING} {api.label('fallback_ops')}"
+        ops = self._fallback_ops(nodeid, seen)
+        sources = []
+        if seen is not None and seen.recorded:
+            sources.append(tracking.DISPATCHER)
+        if self._fallback_counts is not None:
+            sources.append(f"{tracking.COUNTER} {self.profile.fallback_counter}")
+        sources.append(tracking.WARNING)
+        return ops, " + ".join(sources)
 
     def _fallback_ops(self, nodeid: str, seen=None) -> list[str]:
         ops = list(self._fallback_seen.pop(nodeid, []))
@@ -193,10 +255,15 @@ class WorkerPlugin:
             if verdict is not None and seen is not None:
                 verdict = self._refine(verdict, report, call, seen)
                 tc["verdict"] = verdict.to_dict()
-            tc["fallback_ops"] = self._fallback_ops(item.nodeid, seen)
+            tracked = self._tracked.pop(item.nodeid, (None, None))
+            tc["fallback_ops"], tc["evidence"] = self._evidence(item.nodeid, seen, tracked[0])
+            touch = self._tracked_touch(touch, tracked[1], tc)
             errors = numeric.take()   # the call's comparisons with the CPU reference
             if errors is not None:
                 tc["errors"] = errors
+            measured = perf.take()   # the perf suite's timings (collectors/perf.py)
+            if measured is not None:
+                tc["perf"] = measured
             if verdict is not None and verdict.outcome == PASS and not tc["fallback_ops"] \
                     and touch is not None and touch.touched is False:
                 tc["verdict"].update(kind=HOST_ONLY, message=verdict.message or f"{HOST_ONLY}: {touch.how}")
@@ -211,6 +278,19 @@ class WorkerPlugin:
                     tc["mismatch"] = mismatch
         report.tc = tc
         return report
+
+    def _tracked_touch(self, touch, executed, tc: dict):
+        """The device check's Touch, decided by the backend's executed operators where it
+        reports them: touched when it executed or fell back on any operator, or when the
+        generic check saw the device touched (an allocation alone runs no operator)."""
+        api = self.tracking()
+        if api is None or api.executed_ops is None or executed is None or touch is None:
+            return touch
+        touched = bool(executed) or bool(tc["fallback_ops"]) or touch.touched is True
+        label = api.label("executed_ops")
+        if not touched:
+            tc["evidence"] = f"{tracking.TRACKING} {label}"
+        return type(touch)(touched=touched, how=f"{label} reported no operator during the test", seen=touch.seen)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_report_to_serializable(self, config, report):
@@ -245,7 +325,8 @@ class WorkerPlugin:
                 v = classify_text(text, self.profile, status="xfail")
                 if v.outcome == XFAIL:
                     v.message = bound_message(wasxfail) or "expected failure (unittest.expectedFailure)"
-                    v.skiplist_entry = ref_from_message(wasxfail)
+                # the expectation stays visible on the record whatever the failure became (a missing operator)
+                v.skiplist_entry = getattr(v, "skiplist_entry", "") or ref_from_message(wasxfail)
                 return v
             if exc is not None and not isinstance(exc, pytest.skip.Exception):
                 return classify_exception(exc, self.profile, status="skipped")

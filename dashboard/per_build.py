@@ -21,7 +21,7 @@ from torchconform.dashboard.build_data import FAILURE_COLUMNS, BuildData, TestTa
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.pages import build as build_page
 from torchconform.dashboard.pages import diff as diff_page
-from torchconform.dashboard.pages import evaluation, matrix, missing, search
+from torchconform.dashboard.pages import evaluation, matrix, missing, perf, search
 
 
 # What a retired build reads of its results: its breakdowns need no more.
@@ -130,6 +130,7 @@ def _render_one(store, queries, site, b: BuildInfo, data: BuildData, generated: 
         if not b.baseline.full:   # "new since the baseline" needs its clusters, rendered nowhere
             baseline_keys = failures.cluster_keys(baseline, categories)
     evaluation.render(site, b, data, baseline, generated)
+    perf.render(site, store, b, generated)   # builds that ran the perf suite
     last[b.group] = data
     blocking = None if found is None else ({m: sorted(ops) for m, ops in found.sets().items()}, found.untraced)
     return BuildResult(b.name, b.summary, board, found_search, blocking, clusters, baseline_keys)

@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # The schema revision this version of the tool reads and writes.
-HEAD_REVISION = "0009_results_unchecked_pg"
+HEAD_REVISION = "0010_perf_results"
 
 # Run states (``runs.status``).  A build is complete when every run is FINISHED or
 # RESUMED (an interrupted run whose remaining tests a later run of the build covered).
@@ -224,3 +224,33 @@ class ModelOp(Base):
 
 
 model_ops = ModelOp.__table__
+
+
+class PerfResult(Base):
+    """One timed operator x dtype x direction of a build's perf suite run (collectors/perf.py):
+    the first call and the warm minimum / median / maximum, on the device and on CPU, measured
+    in the same test.  A rerun of the same build adds rows; readers keep the latest (max id)
+    per (op, dtype, direction)."""
+    __tablename__ = "perf_results"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), nullable=False)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
+    op: Mapped[str] = mapped_column(String(300), nullable=False)
+    dtype: Mapped[str] = mapped_column(String(100), default="", nullable=False)
+    direction: Mapped[str] = mapped_column(String(20), nullable=False)
+    sample: Mapped[str] = mapped_column(String(300), default="", nullable=False)
+    calls: Mapped[int] = mapped_column(Integer, nullable=False)
+    dev_first: Mapped[float | None] = mapped_column(Float, nullable=True)
+    dev_min: Mapped[float | None] = mapped_column(Float, nullable=True)
+    dev_median: Mapped[float | None] = mapped_column(Float, nullable=True)
+    dev_max: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cpu_first: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cpu_min: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cpu_median: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cpu_max: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+Index("ix_perf_results_build_op", PerfResult.build_id, PerfResult.op)
+
+perf_results = PerfResult.__table__

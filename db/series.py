@@ -15,6 +15,10 @@ all come from this module, so they cannot disagree.
   (``young-backend``, ``full``, a gate fixture's profile file), which the project's own
   gate tests change between two builds to model a regression; the backend is the same.
 - branch: the ``branch`` column ("" when none was recorded).
+- scope: what narrowed the selection, as the runner recorded it in ``metadata["scope"]``
+  (``ops=add,abs``, ``-k sin``, ``strict``: ``run --ops``, ``-k``, ``--no-fallback``), ""
+  for a whole selection.  A targeted or strict run is its own series, so ``--baseline
+  latest`` never takes it as the baseline of a whole run (nor the other way round).
 - suite set: the suites the build ran, sorted and joined with ``+`` ("modules+ops"):
   the suites of its runs plus the suites of its recorded plan (``metadata["plan"]``,
   written by ``run --suite-set`` / ``--suite all`` and by sharded runs), so a suite-set
@@ -44,6 +48,7 @@ class Series:
     profile: str
     branch: str
     suite_set: str
+    scope: str = ""
 
     def on_branch(self, branch: str) -> "Series":
         """The same series on another branch (what ``latest:BRANCH`` looks in)."""
@@ -54,12 +59,16 @@ class Series:
         return self.suite_set.split(SEPARATOR) if self.suite_set else []
 
     def as_dict(self) -> dict:
-        return {"device": self.device, "profile": self.profile, "branch": self.branch, "suite_set": self.suite_set}
+        out = {"device": self.device, "profile": self.profile, "branch": self.branch, "suite_set": self.suite_set}
+        if self.scope:   # a whole selection's series reads as it always did
+            out["scope"] = self.scope
+        return out
 
     def describe(self) -> str:
         """One line naming every part, for reports and error messages."""
         return (f"device {self.device or '(unknown)'} · profile {self.profile or '(none)'} · "
-                f"branch {self.branch or '(none)'} · suites {self.suite_set or '(none)'}")
+                f"branch {self.branch or '(none)'} · suites {self.suite_set or '(none)'}"
+                + (f" · scope {self.scope}" if self.scope else ""))
 
 
 def suite_set(run_suites, plan=None) -> str:
@@ -77,10 +86,16 @@ def backend_profile(build: dict) -> str:
     return str(recorded or build.get("profile") or "")
 
 
+def scope(build: dict) -> str:
+    meta = build.get("metadata") or {}
+    return str(meta.get("scope") or "") if isinstance(meta, dict) else ""
+
+
 def series_of(build: dict) -> Series:
     """The series of a ``queries.list_builds(store, series=True)`` row (it carries ``suite_set``)."""
     return Series(device=str(build.get("device") or ""), profile=backend_profile(build),
-                  branch=str(build.get("branch") or ""), suite_set=str(build.get("suite_set") or ""))
+                  branch=str(build.get("branch") or ""), suite_set=str(build.get("suite_set") or ""),
+                  scope=scope(build))
 
 
 def baselines(builds: list[dict], branch: str | None = None) -> dict[str, str | None]:

@@ -365,6 +365,11 @@ class Store:
             from torchconform.census.models import save_traces
 
             save_traces(self, outcomes, conn)
+        if any(o.perf for o in outcomes):
+            # The perf suite's timings (Outcome.perf), in the outcome's transaction too.
+            from torchconform.db.perf import save_rows
+
+            save_rows(conn, self._build_of_run(conn, run_id), run_id, outcomes)
         return n
 
     def add_values(self, run_id: int, values: list[tuple], conn: Connection, digests: list[int] | None = None

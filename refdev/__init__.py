@@ -74,6 +74,7 @@ def load() -> str:
         name = device_name()
         devices = _device_count()
         resolved = profiles.resolve(profiles.load_profile(os.environ.get(PROFILE_ENV)))
+        slow = slow_op_delays(resolved) if resolved.profile.slow_ops else None   # a bad entry: said before set-up
         current = torch._C._get_privateuse1_backend_name()
         if current != name:
             if current != "privateuseone":
@@ -94,6 +95,8 @@ def load() -> str:
         unsupported = traits["unsupported_dtypes"]
         ext.set_traits(resolved.profile.name, [torch.empty(0, dtype=getattr(torch, d)) for d in unsupported],
                        list(unsupported), resolved.overloads_of(traits["leaks_ops"]))
+        if slow is not None:
+            ext.set_slow_ops(*slow)
         from torchconform.refdev import device as device_module
 
         torch._register_device_module(
@@ -110,6 +113,25 @@ def load() -> str:
                              resolved.profile.synchronous_collectives)
         _loaded = _Loaded(name, ext, resolved, devices)
         return name
+
+
+def slow_op_delays(resolved: profiles.Resolved) -> tuple[list[str], list[int]]:
+    """The profile's ``slow_ops`` as (overloads, microseconds) for the C++ side: an entry
+    without an overload delays every overload refdev computes (implemented or fallback)."""
+    names, micros = [], []
+    for entry, seconds in resolved.profile.slow_ops.items():
+        matched = resolved.overloads_of([entry])
+        if not matched:
+            same = [op for op in resolved.implemented + resolved.fallback if profiles.base_name(op) == profiles.base_name(entry)]
+            hint = (f"name one refdev computes ({', '.join(sorted(same)[:6])}) or {profiles.base_name(entry)} for all"
+                    if same else "name an operator the profile implements or falls back on")
+            raise UserError(f"refdev profile {resolved.profile.path}: slow_ops entry {entry} names no operator refdev "
+                            f"computes itself; {hint}")
+        for op in matched:
+            if op not in names:
+                names.append(op)
+                micros.append(max(1, round(seconds * 1e6)))
+    return names, micros
 
 
 def _extension():
@@ -145,6 +167,7 @@ def describe(profile: str | None = None) -> dict:
     fallback, missing = list(resolved.fallback), list(resolved.missing)
     if resolved.profile.boxed:
         fallback, missing = boxed_truth(resolved)
+    fallback, missing = _cannot_run(resolved, fallback, missing)
     return {
         "profile": resolved.profile.name,
         "profile_path": resolved.profile.path,
@@ -177,6 +200,20 @@ def boxed_truth(resolved: profiles.Resolved) -> tuple[list[str], list[str]]:
         planned, registered = resolved.implemented, False
     fallback, missing = ext.boxed_dispatch_truth(list(planned), registered)
     return list(fallback), list(missing)
+
+
+def _cannot_run(resolved: profiles.Resolved, fallback: list, missing: list) -> tuple[list, list]:
+    """Operators without a refdev kernel that cannot run although the dispatcher offers
+    something: ATen's raising composite stubs (convolution_overrideable...), and, in a
+    boxed profile, CPU kernels whose sparse result the fallback cannot move to refdev
+    (refdev has no sparse keys).  tests/test_census_stubs.py calls them on refdev."""
+    from torchconform.census.dispatch import RAISING_STUBS, SPARSE_RESULT_COMPRESSED, SPARSE_RESULT_COO
+
+    ours = set(resolved.implemented)
+    gone = {op for op in RAISING_STUBS if op not in ours}
+    if resolved.profile.boxed:
+        gone |= {op for op in SPARSE_RESULT_COO | SPARSE_RESULT_COMPRESSED if op in fallback}
+    return [op for op in fallback if op not in gone], sorted(set(missing) | gone)
 
 
 def collectives(profile: profiles.Profile) -> dict:

@@ -95,7 +95,10 @@ NON_STRIDED = re.compile(r"sparse|^aten::quantize_per|^aten::_make_per_|^aten::t
 AUTOCAST_OPS = ("aten::addmm", "aten::baddbmm", "aten::bmm", "aten::conv1d", "aten::conv2d", "aten::conv3d",
                 "aten::linear", "aten::matmul", "aten::mm")
 FALLTHROUGH_KEYS = ("AutocastPrivateUse1",)
-_KEYS = {"name", "description", "missing", "fallback", "always_on", "traits", "collectives"}
+_KEYS = {"name", "description", "missing", "fallback", "always_on", "traits", "collectives", "slow_ops"}
+# slow_ops: {operator: seconds} added to every call of the operator on refdev (after it computed), so a
+# perf run sees a deliberately slowed operator (docs/perf.md); at most MAX_SLOW_S per call.
+MAX_SLOW_S = 10.0
 _COLLECTIVES_KEYS = {"missing", "synchronous"}
 _MISSING_KEYS = {"share_percent", "salt", "ops"}
 _FALLBACK_KEYS = {"ops", "mode"}
@@ -138,6 +141,8 @@ class Profile:
     missing_collectives: list[str] = field(default_factory=list)
     synchronous_collectives: bool = False
     fallback_mode: str = "counted"     # FALLBACK_MODES
+    # operator (aten::X or aten::X.overload) -> seconds added to each call (slow_ops)
+    slow_ops: dict = field(default_factory=dict)
 
     @property
     def boxed(self) -> bool:
@@ -251,7 +256,25 @@ def load_profile(name_or_path: str | None = None) -> Profile:
         missing_collectives=missing_collectives,
         synchronous_collectives=synchronous,
         fallback_mode=mode,
+        slow_ops=_slow_ops(path, data.get("slow_ops")),
     )
+
+
+def _slow_ops(path: str, raw) -> dict:
+    """The ``slow_ops`` mapping: operator name -> seconds (a number above 0, at most MAX_SLOW_S)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise _bad(path, "'slow_ops' must be a mapping of operator names to seconds, e.g. {aten::add.Tensor: 0.002}")
+    out = {}
+    for op, seconds in raw.items():
+        if not isinstance(op, str) or not _OP_NAME.match(op):
+            raise _bad(path, f"'slow_ops' key {op!r} is not an operator name like aten::add or aten::add.Tensor")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_SLOW_S:
+            raise _bad(path, f"'slow_ops' delay of {op} must be a number of seconds above 0 and at most "
+                             f"{MAX_SLOW_S:g}, not {seconds!r}")
+        out[op] = float(seconds)
+    return out
 
 
 def _collectives(path: str, raw) -> tuple[list[str], bool]:

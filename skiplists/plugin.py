@@ -56,7 +56,8 @@ def pytest_configure(config):
     from torchconform.skiplists.schema import load_entries
 
     try:
-        entries = load_entries(paths)
+        # a torch-neuronx spec (.json) names its tests for the device under test
+        entries = load_entries(paths, config.getoption("tc_device", None) or None)
     except UserError as exc:
         # A usage error, not a test failure: one line, exit 2, nothing run.
         raise pytest.UsageError(f"torchconform: error: {exc}") from None

@@ -105,6 +105,10 @@ class BackendProfile:
     # a declared trait explains a failure (collectors/traitfail.py).  Empty: attribution by rule.
     trait_off: str = ""
     env: dict = field(default_factory=dict)  # extra environment set before the backend loads
+    # The backend's own operator tracking ({module, fallback_ops, executed_ops, clear}:
+    # collectors/tracking.py) and the variables its strict no-fallback mode sets.
+    tracking: dict = field(default_factory=dict)
+    no_fallback_env: dict = field(default_factory=dict)
     distributed: dict = field(default_factory=lambda: dict(DISTRIBUTED_DEFAULTS))
     description: str = ""
     path: str = ""
@@ -242,6 +246,8 @@ def load_profile(name_or_path: str | os.PathLike) -> BackendProfile:
     data["dtype_policy"] = _dtype_policy(path, {k: v for k, v in (data.get("dtype_policy") or {}).items()
                                                 if v is not None})
     data["env"] = {str(k): _env_text(v) for k, v in (data.get("env") or {}).items()}
+    data["no_fallback_env"] = {str(k): _env_text(v) for k, v in (data.get("no_fallback_env") or {}).items()}
+    data["tracking"] = {str(k): str(v) for k, v in (data.get("tracking") or {}).items() if v}
     # an empty value means the default, in a section as at the top
     data["distributed"] = dict(DISTRIBUTED_DEFAULTS, **{k: v for k, v in (data.get("distributed") or {}).items()
                                                         if v is not None})

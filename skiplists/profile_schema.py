@@ -37,6 +37,10 @@ KEYS = {
     "trait_off": ("call", "module:function (trait, folder) -> {env: value} running the backend with a trait off"),
     "env": ("mapping", "environment variables set (if unset) before the backend loads; part of repro commands"),
     "distributed": ("mapping", "how the distributed suite runs on the device (c10d backend, ranks per host, ...)"),
+    "tracking": ("mapping", "the backend's own operator-tracking functions (fallback_ops, executed_ops, clear): "
+                            "fallback and host_only evidence from the backend itself"),
+    "no_fallback_env": ("mapping", "environment variables set before the backend loads under `run --no-fallback` "
+                                   "(the backend's own strict switches)"),
 }
 REQUIRED = ("device",)
 
@@ -53,6 +57,16 @@ DISTRIBUTED_KEYS = {
     "device_env": ("str", "variable pinning a rank to its device before the backend loads ('': set_device)"),
     "missing_collective_patterns": ("regexes", "the backend's 'collective not implemented' messages; "
                                                "a (?P<collective>...) group"),
+}
+
+# tracking: names of functions of ``module`` (default: the profile's backend_module; a run's
+# --backend-module stands in for it), each optional; fallback_ops and executed_ops return
+# operator names (a list or set, or {operator: count}), clear takes no argument.
+TRACKING_KEYS = {
+    "module": ("module", "module holding the functions (default: backend_module)"),
+    "fallback_ops": ("name", "function returning the operators run through the CPU fallback since the last clear"),
+    "executed_ops": ("name", "function returning the operators the device executed since the last clear"),
+    "clear": ("name", "function clearing both (called before each test's call)"),
 }
 
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -83,7 +97,7 @@ def check_profile(data, path: str) -> list[Problem]:
         if not data.get(key):
             err(data.line, f"missing {key!r}; name the torch device type, e.g. device: refdev")
     for key, (kind, _) in KEYS.items():
-        if key in data and key not in ("dtype_policy", "env", "distributed"):
+        if key in data and key not in ("dtype_policy", "env", "distributed", "tracking", "no_fallback_env"):
             _check_value(data[key], kind, key, data.line_of(key), err)
     if "dtype_policy" in data:
         _check_section(data, "dtype_policy", DTYPE_POLICY_KEYS, err)
@@ -92,15 +106,23 @@ def check_profile(data, path: str) -> list[Problem]:
             _check_downcast(policy["downcast"], policy.line_of("downcast"), err)
     if "distributed" in data:
         _check_section(data, "distributed", DISTRIBUTED_KEYS, err)
-    if "env" in data:
-        env = data["env"]
+    if "tracking" in data:
+        _check_section(data, "tracking", TRACKING_KEYS, err)
+        tracking = data["tracking"]
+        if isinstance(tracking, PosDict) and not any(tracking.get(k) for k in ("fallback_ops", "executed_ops")):
+            err(data.line_of("tracking"), "tracking names no function; give fallback_ops and/or executed_ops "
+                                          "(e.g. fallback_ops: get_fallback_ops)")
+    for key in ("env", "no_fallback_env"):
+        if key not in data:
+            continue
+        env = data[key]
         if env is not None and not isinstance(env, PosDict):
-            err(data.line_of("env"), "'env' must be a mapping {VARIABLE: value}")
+            err(data.line_of(key), f"{key!r} must be a mapping {{VARIABLE: value}}")
         for name, value in (env or {}).items():
             if not isinstance(name, str) or not _ENV_NAME.match(name):
-                err(env.line_of(name), f"env: {name!r} is not an environment variable name")
+                err(env.line_of(name), f"{key}: {name!r} is not an environment variable name")
             elif isinstance(value, (dict, list)):
-                err(env.line_of(name), f"env.{name} must be a single value (text or number)")
+                err(env.line_of(name), f"{key}.{name} must be a single value (text or number)")
     return sorted(problems, key=lambda p: p.line)
 
 
@@ -142,6 +164,9 @@ def _check_value(value, kind, key, line, err) -> None:
             err(line, f"{key} {value!r} is not a module name (dotted identifiers, e.g. torch_mybackend)")
         elif value and kind == "call" and not _CALL.match(value):
             err(line, f"{key} {value!r} must be module:function, e.g. torch_mybackend:fallback_counts")
+    elif kind == "name":
+        if not isinstance(value, str) or not value.isidentifier():
+            err(line, f"{key} must be a function name (an identifier such as get_fallback_ops), got {value!r}")
     elif kind == "bool":
         if not isinstance(value, bool):
             err(line, f"{key} must be true or false, got {value!r}")

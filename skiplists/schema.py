@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from torchconform.skiplists.entries import CATEGORIES, MODES, Entry
 from torchconform.skiplists.yamlpos import PosDict, PosList, YamlError, load_yaml
 
-TOP_KEYS = ("backend", "description", "entries")
+TOP_KEYS = ("backend", "description", "entries", "spec")   # spec: skiplists/neuron_spec_io.py
 ENTRY_KEYS = ("id", "match", "mode", "category", "reason", "issue", "added", "expires", "torch")
 REQUIRED_ENTRY_KEYS = ("match", "mode", "category", "reason", "issue", "added")
 MATCH_KEYS = ("test", "regex", "op", "variant", "dtype", "kind")
@@ -272,8 +272,17 @@ def _is_dtype(name: str) -> bool:
     return isinstance(getattr(torch, name.removeprefix("torch."), None), torch.dtype)
 
 
-def parse_skiplist(path: str) -> tuple[Skiplist, list[Problem]]:
-    """Load and validate one file; YAML syntax errors come back as problems too."""
+def parse_skiplist(path: str, device: str | None = None) -> tuple[Skiplist, list[Problem]]:
+    """Load and validate one file; YAML syntax errors come back as problems too.
+    A ``.json`` file is a torch-neuronx spec (skiplists/neuron_spec.py), its tests named for ``device``."""
+    if path.endswith(".json"):
+        from torchconform.errors import UserError
+        from torchconform.skiplists.neuron_spec import skiplist_from_spec
+
+        try:
+            return skiplist_from_spec(path, device), []
+        except UserError as exc:
+            return Skiplist(path=path), [Problem(path, 1, "spec", str(exc))]
     try:
         data = load_yaml(path)
     except YamlError as exc:
@@ -281,10 +290,14 @@ def parse_skiplist(path: str) -> tuple[Skiplist, list[Problem]]:
     return validate(data, path)
 
 
-def load_skiplist(path: str) -> Skiplist:
+def load_skiplist(path: str, device: str | None = None) -> Skiplist:
     """Load one file for use; the first error becomes a one-line ``UserError``."""
     from torchconform.errors import UserError
 
+    if path.endswith(".json"):
+        from torchconform.skiplists.neuron_spec import skiplist_from_spec
+
+        return skiplist_from_spec(path, device)   # its errors are one line already
     sl, problems = parse_skiplist(path)
     errors = [p for p in problems if p.severity == "error"]
     if errors:
@@ -294,9 +307,9 @@ def load_skiplist(path: str) -> Skiplist:
     return sl
 
 
-def load_entries(paths) -> list[Entry]:
+def load_entries(paths, device: str | None = None) -> list[Entry]:
     """Entries of several files in order (the first match wins when applying)."""
     out: list[Entry] = []
     for path in paths:
-        out.extend(load_skiplist(path).entries)
+        out.extend(load_skiplist(path, device).entries)
     return out

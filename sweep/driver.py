@@ -67,14 +67,21 @@ class SweepReport:
 
 
 def resolve_profile(device: str, profile: str):
-    """The backend profile and device type: ``--profile`` wins, else the profile named after the device."""
-    from torchconform.skiplists.profile import available_profiles, load_profile
+    """The backend profile and device type: ``--profile`` wins, else the device's shipped one
+    (skiplists/torchvulkan/ is device vulkan), else the one ``run`` or ``backend init`` wrote
+    for it (.torchconform/profiles/<device>.yaml, cli/backend_setup.py)."""
+    import os
 
-    if not profile:
-        if device and device not in available_profiles():
-            raise UserError(f"no backend profile for device {device!r}; pass --profile NAME_OR_PATH "
-                            f"(available: {', '.join(available_profiles())})")
-        profile = device or "refdev"
+    from torchconform.skiplists.profile import available_profiles, load_profile, shipped_profile_for
+
+    if not profile and device:
+        generated = os.path.join(".torchconform", "profiles", f"{device}.yaml")   # backend_setup.GENERATED_DIR
+        profile = shipped_profile_for(device) or (os.path.abspath(generated) if os.path.exists(generated) else "")
+        if not profile:
+            raise UserError(f"no backend profile for device {device!r}; run `torchconform backend init {device} "
+                            f"--module MODULE` (or pass --profile NAME_OR_PATH; shipped: "
+                            f"{', '.join(available_profiles())})")
+    profile = profile or "refdev"
     prof = load_profile(profile)
     return prof, (device or prof.device)
 

@@ -62,7 +62,8 @@ def with_fake(site: Path, **extra) -> dict:
 def test_every_profile_key_is_documented():
     text = (ROOT / "docs" / "profiles.md").read_text()
     documented = set(re.findall(r"^\| `(\w+)` \|", text, re.M))
-    keys = set(profile_schema.KEYS) | set(profile_schema.DTYPE_POLICY_KEYS) | set(profile_schema.DISTRIBUTED_KEYS)
+    keys = set(profile_schema.KEYS) | set(profile_schema.DTYPE_POLICY_KEYS) | set(profile_schema.DISTRIBUTED_KEYS) \
+        | set(profile_schema.TRACKING_KEYS)
     assert keys - documented == set(), "profile keys missing from docs/profiles.md"
     assert documented - keys == set(), "docs/profiles.md documents keys the schema does not have"
 

@@ -173,7 +173,7 @@ def test_cli_reads_stored_census_and_refuses_bad_input(store, tmp_path):
         (("--build", "new", "--baseline", "new"), "is the build itself"),
         (("--build", "absent"), "absent"),
         (("--build", "new", "--csv", str(tmp_path / "no" / "c.csv")), "does not exist"),
-        (("--build", "x", "--device", "nodev"), "no backend profile for device 'nodev'"),
+        (("--build", "x", "--device", "nodev"), "device 'nodev' is not registered"),
     ]:
         r = _cli(*args, db=db)
         assert r.returncode == 2, (args, r.stdout, r.stderr)

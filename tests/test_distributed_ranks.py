@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -54,16 +53,15 @@ def test_a_missing_operator_on_rank_1_is_the_outcome(tmp_path):
     env = {"TORCHCONFORM_DEVICE": "refdev", "TORCHCONFORM_PROFILE": "refdev",
            "TORCHCONFORM_REFDEV_PROFILE": str(refdev_profile),
            "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")])}
-    start = time.monotonic()
+    # a timeout no start-up on a loaded machine reaches: had the launch waited for it, the
+    # failure would be a timeout, not rank 1's error (the verdict, whatever the machine's speed)
     with pytest.raises(launch.RankFailure) as info:
-        launch.run_ranks("fx_rank_programs:missing_op_on_rank_1", {"pids": str(pids)}, size=2, timeout=60,
+        launch.run_ranks("fx_rank_programs:missing_op_on_rank_1", {"pids": str(pids)}, size=2, timeout=600,
                          extra_env=env)
-    took = time.monotonic() - start
     text = str(info.value)
     assert text.startswith("rank 1 of 2: NotImplementedError: Could not run 'aten::cos"), text[:300]
     verdict = classify_text(f"AssertionError: {text}", load_profile("refdev"))
     assert (verdict.outcome, verdict.kind, verdict.missing_op) == ("skip_backend", "missing_op", "aten::cos.out")
-    assert took < 30, took   # not the 60 s timeout
     started = [int(p.read_text()) for p in pids.iterdir()]
     assert len(started) == 2 and not [p for p in started if _alive(p)]
 
@@ -120,12 +118,9 @@ def test_no_c10d_backend_skips_without_starting_ranks(tmp_path):
     # a world size of 0 makes any rank start a user error: every test would be an error
     env = child_env(TORCHCONFORM_REFDEV_PROFILE="full", TORCHCONFORM_WORLD_SIZE="0")
     args = [DIST_SUITE, "--tc-device", "refdev", "--tc-profile", profile, "-k", "all_reduce or broadcast or ddp"]
-    start = time.monotonic()
+    # (no wall-clock bound: that no rank started is what the world size of 0 shows, at any load)
     _, _, outcomes = run_pytest(args, tmp_path, env=env)
-    took = time.monotonic() - start
     assert len(outcomes) == 8, [o.test_id for o in outcomes]
     for o in outcomes:
         assert (o.outcome, o.kind, o.missing_op) == ("skip_backend", "missing_c10d_backend", "refdev"), o.message
         assert "the profile names 'nonesuch', which is not registered" in o.message
-        assert o.duration < 1.0, (o.test_id, o.duration)
-    assert took < 60, took

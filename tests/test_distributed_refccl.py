@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -18,8 +17,9 @@ DIST_SUITE = REPO / "suites" / "distributed" / "test_distributed.py"
 sys.path.insert(0, str(HERE / "fixtures" / "runner"))
 from runner_support import by_name, child_env, run_pytest  # noqa: E402
 
-# far below the suite's 120 s rank timeout: a hang ends the test here, as a timeout
-RANK_TIMEOUT = 25
+# a hang ends the test as a timeout; the bound counts the ranks' start-up (import torch, the
+# rendezvous) too, so it leaves room for a loaded machine: a verdict must not depend on its speed
+RANK_TIMEOUT = 120
 
 
 def _ranks(program: str, profile: str) -> list[dict]:
@@ -32,24 +32,18 @@ def _ranks(program: str, profile: str) -> list[dict]:
 
 
 def test_suite_send_recv_passes_on_young_backend(tmp_path):
-    """The suite's own send/recv ring on two ranks, young-backend: a pass, in seconds."""
+    """The suite's own send/recv ring on two ranks, young-backend: a pass, not a timeout."""
     env = child_env(TORCHCONFORM_REFDEV_PROFILE="young-backend", TORCHCONFORM_WORLD_SIZE="2",
                     TORCHCONFORM_DIST_TIMEOUT=str(RANK_TIMEOUT))
-    start = time.monotonic()
     _, _, outcomes = run_pytest([DIST_SUITE, "--tc-device", "refdev", "-k", "send_recv"], tmp_path, env=env)
-    took = time.monotonic() - start
     got = by_name(outcomes)["test_collective_send_recv[send_recv]"]
-    assert (got.outcome, got.kind) == ("pass", ""), got.message
-    assert got.duration < 20, got.duration
-    assert took < 60, took
+    assert (got.outcome, got.kind) == ("pass", ""), got.message   # a hang would be a timeout
 
 
 def test_blocking_and_waited_send_recv_carry_the_data():
     """dist.send/recv and isend/irecv + wait() on young-backend: rank 1 gets rank 0's tensors."""
-    start = time.monotonic()
-    sender, receiver = _ranks("blocking_send_recv", "young-backend")
+    sender, receiver = _ranks("blocking_send_recv", "young-backend")   # a hang raises a timeout
     assert sender["got"] == [] and receiver["got"] == [[1.0] * 3, [11.0] * 3]
-    assert time.monotonic() - start < 20
 
 
 def test_coalesced_all_gather_joins_two_works():

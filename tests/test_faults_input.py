@@ -63,7 +63,8 @@ def _assert_refused(proc, elapsed, path, line, prefix="torchconform: error: "):
     assert len(err.splitlines()) == 1, proc.stderr[-3000:]
     assert err.startswith(prefix) and f"{path}:{line}: YAML aliases are not allowed" in err, err
     assert "; write the values out" in err
-    assert elapsed < 20, elapsed  # the refusal itself is immediate; this is start-up time
+    # No wall-clock bound (a loaded machine's start-up alone took 17 s): that nothing was expanded
+    # is what the address-space cap shows, at any speed; the expansion needs more than 4 GB.
 
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE))
@@ -129,7 +130,6 @@ def test_yaml_aliases_are_refused_by_every_other_loader(tmp_path, kind):
     assert sorted(got) == ["skiplist-append", "upstream-files", "zoo-coverage", "zoo-data", "zoo-selection"]
     for name, message in got.items():
         assert message.startswith(f"{path}:{line}: YAML aliases are not allowed"), (name, message)
-    assert elapsed < 20, elapsed
 
 
 # -- 2. a lone surrogate under xdist ------------------------------------------------

@@ -80,9 +80,13 @@ def test_implemented_ops_have_their_kernels(dispatch):
 def test_missing_ops_have_no_kernel_under_any_key(dispatch):
     """No kernel, no composite, no fallthrough or fallback under a key that would
     compute: the dispatcher raises instead of the operator silently working."""
+    from torchconform.census.dispatch import RAISING_STUBS
+
     info = dispatch["describe"]
     assert info["missing"]
     for op in info["missing"]:
+        if op in RAISING_STUBS:    # ATen's composite stub fills the slot and only raises (test_census_stubs.py)
+            continue
         for key, entry in dispatch["table"].get(op, {}).items():
             if key.startswith("Autograd"):
                 assert entry in ("pytorch autograd kernel", "pytorch backend fallback"), (op, key, entry)

@@ -19,7 +19,8 @@ def test_rehearsal_builds_a_neuron_build_matching_refdev_ground_truth(tmp_path):
                           cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "gate PASSED" in proc.stdout + proc.stderr
-    assert "0 of them not missing in refdev's young-backend profile" in proc.stderr
+    assert "missing operators reported, 0 contradicted; " in proc.stderr
+    assert "fallback operators reported, 0 contradicted" in proc.stderr
     assert (tmp_path / "site" / "index.html").is_file()
     summary = json.loads(subprocess.run(TC + ["summary", "--build", "reh", "--db", str(db), "--json"], cwd=tmp_path,
                                         env=child_env(), capture_output=True, text=True, check=True).stdout)

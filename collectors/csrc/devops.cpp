@@ -13,6 +13,13 @@
 // Also kept: the innermost such operator whose call an exception ended (its
 // RecordFunction ends while the exception unwinds), which names the operator a
 // "DispatchStub: missing kernel" error came from; the latest such error wins.
+//
+// And the operators that computed through the CPU fallback themselves: PyTorch's
+// at::native::cpu_fallback moves its arguments with aten::_to_cpu, so an
+// aten::_to_cpu entered inside a device operator's scope (the innermost one on this
+// thread) marks that operator, whether the boxed fallback serves it or a kernel the
+// backend registered calls the fallback (torch-opencl's add.out does).  The
+// dispatcher's table cannot tell such a kernel from a native one.
 // libtorch is built with NDEBUG, and RecordFunction's members differ without it (a
 // debug-only flag): compiled without it, inputs() would read the wrong object layout.
 #ifndef NDEBUG
@@ -27,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_set>
 #include <vector>
 
@@ -38,6 +46,7 @@ struct Recording {
   std::mutex mu;
   std::unordered_set<c10::OperatorName> seen;
   std::optional<c10::OperatorName> raised;
+  std::unordered_set<c10::OperatorName> via_cpu;  // operators an aten::_to_cpu ran inside
   std::optional<at::CallbackHandle> handle;
 };
 
@@ -47,9 +56,13 @@ Recording g_rec;
 thread_local bool t_unwinding = false;  // an exception already named its innermost operator
 
 struct DeviceCall : at::ObserverContext {
-  explicit DeviceCall(c10::OperatorName n) : name(std::move(n)) {}
+  DeviceCall(c10::OperatorName n, DeviceCall* p) : name(std::move(n)), parent(p) {}
   c10::OperatorName name;
+  DeviceCall* parent;  // the enclosing device call on this thread (RecordFunctions nest)
 };
+// The innermost device call running on this thread; a call's context lives until its
+// RecordFunction ends, which is when it stops being the innermost.
+thread_local DeviceCall* t_current = nullptr;
 
 bool on_device(const c10::IValue& v, c10::DeviceType type, int depth = 0) {
   if (v.isTensor()) {
@@ -92,18 +105,26 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   t_unwinding = false;
   if (!hit) return nullptr;
+  bool to_cpu = t_current != nullptr && name->name == "aten::_to_cpu";
   {
     std::lock_guard<std::mutex> lock(g_rec.mu);
     g_rec.seen.insert(*name);
+    if (to_cpu) g_rec.via_cpu.insert(t_current->name);
   }
-  return std::make_unique<DeviceCall>(std::move(*name));
+  auto call = std::make_unique<DeviceCall>(std::move(*name), t_current);
+  t_current = call.get();
+  return call;
 }
 
 void on_end(const at::RecordFunction&, at::ObserverContext* ctx) {
-  if (ctx == nullptr || t_unwinding || std::uncaught_exceptions() == 0) return;
+  if (ctx == nullptr) return;
+  auto* call = static_cast<DeviceCall*>(ctx);
+  // out of order (never seen): forget the chain rather than keep a pointer that may dangle
+  t_current = t_current == call ? call->parent : nullptr;
+  if (t_unwinding || std::uncaught_exceptions() == 0) return;
   t_unwinding = true;
   std::lock_guard<std::mutex> lock(g_rec.mu);
-  g_rec.raised = static_cast<DeviceCall*>(ctx)->name;
+  g_rec.raised = call->name;
 }
 
 std::string render(const c10::OperatorName& name) {
@@ -116,6 +137,7 @@ void start(const std::string& device) {
     std::lock_guard<std::mutex> lock(g_rec.mu);
     g_rec.seen.clear();
     g_rec.raised.reset();
+    g_rec.via_cpu.clear();
   }
   g_rec.device_type.store(static_cast<int>(c10::Device(device).type()));
   if (!g_rec.handle) {
@@ -129,9 +151,9 @@ void start(const std::string& device) {
   g_rec.active.store(true);
 }
 
-// The recorded operators ("ns::name" or "ns::name.overload") and the innermost one
-// an exception ended ("" if none); ends the recording.
-std::pair<std::vector<std::string>, std::string> stop() {
+// The recorded operators ("ns::name" or "ns::name.overload"), the innermost one an
+// exception ended ("" if none) and those an aten::_to_cpu ran inside; ends the recording.
+std::tuple<std::vector<std::string>, std::string, std::vector<std::string>> stop() {
   TORCH_CHECK(g_rec.active.load(), "no device operator recording is running");
   g_rec.active.store(false);
   at::disableCallback(*g_rec.handle);  // no input boxing between recordings
@@ -140,9 +162,12 @@ std::pair<std::vector<std::string>, std::string> stop() {
   out.reserve(g_rec.seen.size());
   for (const auto& name : g_rec.seen) out.push_back(render(name));
   std::string raised = g_rec.raised ? render(*g_rec.raised) : std::string();
+  std::vector<std::string> via_cpu;
+  for (const auto& name : g_rec.via_cpu) via_cpu.push_back(render(name));
   g_rec.seen.clear();
   g_rec.raised.reset();
-  return {out, raised};
+  g_rec.via_cpu.clear();
+  return {out, raised, via_cpu};
 }
 
 }  // namespace
@@ -150,5 +175,7 @@ std::pair<std::vector<std::string>, std::string> stop() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "torchconform: the operators a test asks of one device type";
   m.def("start", &start, "begin recording calls with tensors of this device type ('cuda', a PrivateUse1 name...)");
-  m.def("stop", &stop, "end the recording: (operators seen, the innermost one an exception ended)");
+  m.def("stop", &stop,
+        "end the recording: (operators seen, the innermost one an exception ended, "
+        "those an aten::_to_cpu ran inside)");
 }

@@ -37,6 +37,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -537,6 +538,15 @@ static std::unordered_set<c10::OperatorName> g_leak_ops;
 static std::vector<c10::DataPtr> g_leaks[kMaxDevices];
 static std::unordered_map<std::string, int64_t> g_leak_counts;
 
+// slow_ops profile option: a delay added to each call of these operators (microseconds),
+// after the computation, so that a perf run sees a deliberately slowed operator (docs/perf.md).
+static std::unordered_map<c10::OperatorName, int64_t> g_slow_ops;
+
+static void slow_down(const c10::OperatorHandle& op) {
+  auto it = g_slow_ops.find(op.operator_name());
+  if (it != g_slow_ops.end()) std::this_thread::sleep_for(std::chrono::microseconds(it->second));
+}
+
 static void leak_workspace(const c10::OperatorHandle& op, int dev) {
   auto dp = device_allocator(dev)->allocate(kLeakBytes);
   std::lock_guard<std::mutex> lock(g_count_mu);
@@ -698,6 +708,7 @@ static void compute_as(const c10::OperatorHandle& op, const c10::OperatorHandle&
     sync_written(w);
   }
   if (!g_leak_ops.empty() && g_leak_ops.count(op.operator_name())) leak_workspace(op, dev);
+  if (!g_slow_ops.empty()) slow_down(op);
 
   // Returns: an out/in-place argument comes back as the caller's device tensor;
   // a view of a device input becomes a device view; anything new is adopted.
@@ -815,6 +826,12 @@ static void set_traits(const std::string& profile, const std::vector<at::Tensor>
   for (const auto& n : leak_ops) g_leak_ops.insert(parse_op(n));
 }
 
+static void set_slow_ops(const std::vector<std::string>& names, const std::vector<int64_t>& micros) {
+  TORCH_CHECK(names.size() == micros.size(), "set_slow_ops: one delay per operator");
+  g_slow_ops.clear();
+  for (size_t i = 0; i < names.size(); ++i) g_slow_ops[parse_op(names[i])] = micros[i];
+}
+
 static int64_t leaked_bytes(int i) {
   std::lock_guard<std::mutex> lock(g_count_mu);
   return static_cast<int64_t>(g_leaks[i].size() * kLeakBytes);
@@ -894,6 +911,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("copy_counts", [](bool reset) { return snapshot(g_copy_counts, reset); });
   m.def("call_counts", [](bool reset) { return snapshot(g_call_counts, reset); });
   m.def("set_traits", &set_traits);
+  m.def("set_slow_ops", &set_slow_ops);
   m.def("leaked_bytes", [](int i) { check_index(i); return leaked_bytes(i); });
   // Never resets: a leak stays visible for the life of the process.
   m.def("leak_counts", [] { return snapshot(g_leak_counts, false); });

@@ -10,14 +10,15 @@ from __future__ import annotations
 import os
 
 from torchconform.errors import UserError
-from torchconform.suites.models import hf, hfconfig, pyfile, userlist, vision
+from torchconform.suites.models import causal_lm, hf, hfconfig, pyfile, userlist, vision
 from torchconform.suites.models.data_files import load_yaml
 from torchconform.suites.models.spec import Built, Unbuildable, split_model_id
 
-SELECTIONS = ("quick", "full")
+SELECTIONS = ("quick", "full", causal_lm.SELECTION)
 # The package whose code defines a family's models: its version is part of the key of
 # a stored operator set (census/models.py).  py/ files are the user's: no version.
-LIBRARIES = {"hf": "transformers", "hfcfg": "transformers", "tv": "torchvision", "timm": "timm"}
+LIBRARIES = {"hf": "transformers", "hfcfg": "transformers", "hfclm": "transformers", "tv": "torchvision",
+             "timm": "timm"}
 
 
 def select(selection: str, notes: list | None = None) -> list[str]:
@@ -37,12 +38,16 @@ def select(selection: str, notes: list | None = None) -> list[str]:
                 ids += [f"{family}/{n}" for n in names()]
             else:
                 notes.append(f"{family} family left out: {why}")
+    elif selection == causal_lm.SELECTION:
+        # torch-neuronx's model test: every CausalLM head, 2 layers, 1024 tokens (causal_lm.py)
+        ids = causal_lm.select(notes)
     elif os.path.isfile(selection):
         ids = userlist.expand(selection)
     elif "/" in selection:
         ids = [part.strip() for part in selection.split(",") if part.strip()]  # ids given inline
     else:
-        raise UserError(f"unknown model selection {selection!r}; use quick, full, model ids (hf/bert,hf/gpt2) "
+        raise UserError(f"unknown model selection {selection!r}; use quick, full, {causal_lm.SELECTION}, "
+                        "model ids (hf/bert,hf/gpt2) "
                         "or a model list file (--models FILE)")
     for model_id in ids:
         try:
@@ -68,7 +73,9 @@ def build(model_id: str, seed: int = 0) -> Built:
         return pyfile.build(name, seed)
     if family == "hfcfg":
         return hfconfig.build(name, seed)
-    raise Unbuildable(f"unknown model family {family!r} in {model_id!r}; families: hf, tv, timm, py, hfcfg")
+    if family == causal_lm.FAMILY:
+        return causal_lm.build(name, seed)
+    raise Unbuildable(f"unknown model family {family!r} in {model_id!r}; families: hf, hfclm, tv, timm, py, hfcfg")
 
 
 def library_version(model_id: str) -> str:

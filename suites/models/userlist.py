@@ -27,7 +27,7 @@ from torchconform.errors import UserError
 
 # Families whose model name is a path (resolved against the list's folder).
 PATH_FAMILIES = ("py", "hfcfg")
-ID_FAMILIES = ("hf", "tv", "timm") + PATH_FAMILIES
+ID_FAMILIES = ("hf", "hfclm", "tv", "timm") + PATH_FAMILIES
 CONFIG_FILE = "config.json"
 
 

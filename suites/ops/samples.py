@@ -98,21 +98,22 @@ def cpu_copy(sample: SampleInput, device: str, *, leaf: bool = False) -> SampleI
     return moved(sample, "cpu", torch.device(device).type, leaf=leaf)
 
 
-def _tensors(x):
+def tensors_in(x):
+    """Every tensor in a (nested) list, tuple or dict, depth first."""
     if isinstance(x, torch.Tensor):
         yield x
     elif isinstance(x, (list, tuple)):
         for v in x:
-            yield from _tensors(v)
+            yield from tensors_in(v)
     elif isinstance(x, dict):
         for v in x.values():
-            yield from _tensors(v)
+            yield from tensors_in(v)
 
 
 def check_reference_on_cpu(result, op_name: str) -> None:
     """A CPU reference with a tensor elsewhere ran (in part) on the device: comparing it
     with the device's result would compare the device with itself. A suite bug, said loudly."""
-    for t in _tensors(result):
+    for t in tensors_in(result):
         if t.device.type != "cpu":
             raise AssertionError(f"the CPU reference of {op_name} returned a tensor on {t.device}: an argument "
                                  "still names the device (samples.cpu_copy must rename it)")

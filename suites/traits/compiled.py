@@ -37,8 +37,9 @@ def measure_noncontiguous_copy() -> dict:
     """Bytes a warm compiled call allocates for a non-contiguous input beyond what the
     same call allocates for a contiguous one of the same shape: the input copies."""
     dev = backend.device()
-    contiguous = torch.randn(64, 32, device=dev)
-    strided = torch.randn(32, 64, device=dev).t()      # same shape and bytes, transposed strides
+    # inputs made on CPU and copied: a backend without normal_ is still measured (copies only)
+    contiguous = torch.randn(64, 32).to(dev)
+    strided = torch.randn(32, 64).to(dev).t()      # same shape and bytes, transposed strides
     with backend.fresh_compiles():
         fn = torch.compile(_pointwise, backend=backend.compile_backend())
         for arg in (contiguous, contiguous, strided, strided):   # compile both layouts, then warm
@@ -78,7 +79,7 @@ def _cache_counters(counters) -> dict:
 def measure_static_shapes() -> dict:
     """Compiles over a sweep of shapes (default dynamic setting), and with inputs padded to power-of-two buckets."""
     dev = backend.device()
-    inputs = [torch.randn(n, 16, device=dev) for n in SHAPES]
+    inputs = [torch.randn(n, 16).to(dev) for n in SHAPES]     # made on CPU: no device normal_ needed
     with backend.fresh_compiles() as counters:
         fn = torch.compile(_pointwise, backend=backend.compile_backend())
         cold = _timed(fn, inputs[0])
@@ -165,7 +166,7 @@ def measure_compile_fallback() -> dict:
     set when it is imported); the failure is simulated by a backend that always raises."""
     import torch._dynamo
 
-    x = torch.randn(8, device=backend.device())
+    x = torch.randn(8).to(backend.device())     # made on CPU: no device normal_ needed
     with backend.fresh_compiles(), backend.recorded_warnings() as caught:
         fn = torch.compile(_pointwise, backend=_failing_backend)
         try:

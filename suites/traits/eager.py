@@ -79,13 +79,15 @@ def declared_executes_as(dtype_name: str) -> str:
 def _dispatcher_watch(device: str):
     """The dispatcher observer for ``device`` where it can see a fallback: built (a C++
     compiler) and the device's key has a backend fallback (PyTorch's boxed CPU fallback,
-    which neither counts nor warns); else None."""
+    which neither counts nor warns) or is PrivateUse1 (whose own kernels may call that
+    fallback: aten::_to_cpu inside them, collectors/dispatchwatch.py); else None."""
     if device == "cpu":
         return None
     from torchconform.collectors.dispatchwatch import DispatchWatch
 
     watch = DispatchWatch(device)
-    return watch if watch.available and watch.has_backend_fallback else None
+    privateuse1 = device == torch._C._get_privateuse1_backend_name()
+    return watch if watch.available and (watch.has_backend_fallback or privateuse1) else None
 
 
 def _base(op: str) -> str:

@@ -20,6 +20,7 @@ from torchconform.skiplists.yamlpos import load_data
 SRC_ENV = "TORCHCONFORM_PYTORCH_SRC"
 FILES_ENV = "TORCHCONFORM_UPSTREAM_FILES"          # comma-separated, like --files
 SELECTION_ENV = "TORCHCONFORM_UPSTREAM_SELECTION"  # a selection of files.yaml (default: default)
+SPEC_ENV = "TORCHCONFORM_UPSTREAM_SPEC"            # a torch-neuronx spec selecting the tests (spec_select.py)
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "files.yaml")
 INI = os.path.join(HERE, "pytest.ini")
@@ -167,14 +168,26 @@ def warn(message: str) -> None:
 
 
 def pytest_args(src: str | None = None, files=None, selection: str | None = None,
-                check_version: bool = True, config: dict | None = None) -> list[str]:
+                check_version: bool = True, config: dict | None = None, spec: str | None = None) -> list[str]:
     """pytest arguments that run the upstream files (add the runner's ``--tc-*`` options).
 
-    This is the one call the runner's ``run --suite upstream`` needs.
+    This is the one call the runner's ``run --suite upstream`` needs.  ``spec``: a
+    torch-neuronx spec (or an imported skiplist of one) selects the files and tests and
+    brings its expectations (suites/upstream/spec_select.py).
     """
     config = config if config is not None else load_config()
     src = resolve_src(src)
-    paths = select_files(src, files, selection, config)
+    extra: list[str] = []
+    if spec:
+        from torchconform.suites.upstream.spec_select import load_plan, spec_files
+
+        if files:
+            raise UserError("--spec selects the files itself; drop --files")
+        paths = spec_files(load_plan(spec), src)
+        os.environ[SPEC_ENV] = os.path.abspath(spec)   # read by the selection plugin in pytest
+        extra = ["-p", "torchconform.suites.upstream.spec_select", "--tc-skiplist", os.path.abspath(spec)]
+    else:
+        paths = select_files(src, files, selection, config)
     if check_version:
         message = check_checkout(src)
         if message:
@@ -182,7 +195,7 @@ def pytest_args(src: str | None = None, files=None, selection: str | None = None
     args = ["-c", INI, "--rootdir", src, "-p", PLUGIN, "-p", "torchconform.skiplists.plugin"]
     if (config.get("pytest") or {}).get("noconftest", True):
         args.append("--noconftest")
-    return args + paths
+    return args + extra + paths
 
 
 def suite_args() -> list[str]:
@@ -190,7 +203,7 @@ def suite_args() -> list[str]:
     the checkout and files come from ``$TORCHCONFORM_PYTORCH_SRC`` and
     ``$TORCHCONFORM_UPSTREAM_FILES`` (set by ``--pytorch-src`` / ``--files``)."""
     return pytest_args(os.environ.get(SRC_ENV), os.environ.get(FILES_ENV) or None,
-                       os.environ.get(SELECTION_ENV) or None)
+                       os.environ.get(SELECTION_ENV) or None, spec=os.environ.get(SPEC_ENV) or None)
 
 
 def __getattr__(name):

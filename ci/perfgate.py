@@ -1,0 +1,48 @@
+"""The gate's ``perf_regression`` rule's input: the perf timings of the two builds compared.
+
+ci/pipeline.py evaluates the rules inside :func:`gate_context`; the rule
+(ci/rules.rule_perf_regression) asks :func:`perf_findings` for the regressions, judged by
+collectors/perf.py (device/CPU ratio of the warm minimums, same run, threshold, floor).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+_GATE: contextvars.ContextVar = contextvars.ContextVar("torchconform_perf_gate", default=None)
+
+
+@contextlib.contextmanager
+def gate_context(store, baseline: str | None, build: str):
+    """Within it, the gate's perf_regression rule compares these builds' perf timings."""
+    token = _GATE.set((store, baseline, build))
+    try:
+        yield
+    finally:
+        _GATE.reset(token)
+
+
+def perf_findings(threshold: float, floor_s: float, max_spread: float) -> tuple[list[dict] | None, str]:
+    """(findings, detail); findings None: nothing to compare (the rule passes quietly)."""
+    from torchconform.db import perf as perf_db
+
+    current = _GATE.get()
+    if current is None or not current[1]:
+        return None, "no perf results to compare"
+    store, baseline, build = current
+    if not perf_db.has_rows(store, build) or not perf_db.has_rows(store, baseline):
+        return None, "no perf results to compare"
+    changes = perf_db.compare(store, build, baseline, threshold, floor_s, max_spread=max_spread)
+    found = [{"op": c["op"], "dtype": c["dtype"], "direction": c["direction"],
+              "old": f"device/CPU {c['old_ratio']:.3g}x", "new": f"device/CPU {c['new_ratio']:.3g}x",
+              "message": f"{c['direction']} device/CPU {c['old_ratio']:.3g}x -> {c['new_ratio']:.3g}x "
+                         f"({c['change']:.3g}x)", "change": c["change"], "old_ratio": c["old_ratio"],
+              "new_ratio": c["new_ratio"], "new_dev_min": c["new_dev_min"]}
+             for c in changes if c["verdict"] == "regression"]
+    judged = sum(c["verdict"] not in ("below floor", "noisy") for c in changes)
+    noisy = sum(c["verdict"] == "noisy" for c in changes)
+    detail = (f"{len(found)} of {judged} judged operator timings slowed over {threshold:g}x relative to CPU"
+              + (f" ({noisy} too noisy to judge)" if noisy else ""))
+    if found:
+        detail += ": " + "; ".join(f"{f['op']} {f['dtype']} {f['direction']} {f['change']:.3g}x" for f in found[:5])
+    return found, detail

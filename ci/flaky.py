@@ -82,9 +82,10 @@ def rerunnable(records: Iterable[dict], device: str = "", profile: str = "") -> 
 def rerun_command(record: dict, device: str = "", profile: str = "") -> tuple[dict, list[str]]:
     """(environment additions, argv) that rerun one test with the plugin.
 
-    The runner's repro command is preferred: it names the test by absolute path
-    and carries the device, backend profile and refdev profile of the original run.
-    Without one, the test id is run from the current folder with ``device``/``profile``.
+    The runner's repro command is preferred: it carries the device, backend profile and
+    refdev profile of the original run, and names the test relative to the torchconform
+    checkout (run_attempt starts it there); its ``python`` is this interpreter.  Without
+    one, the test id is run from the current folder with ``device``/``profile``.
     """
     env: dict[str, str] = {}
     argv: list[str] = []
@@ -96,6 +97,8 @@ def rerun_command(record: dict, device: str = "", profile: str = "") -> tuple[di
             env[key] = value
         if "pytest" in " ".join(tokens[:3]):
             argv = tokens
+            if argv[0] in ("python", "python3"):   # the portable repro's word for the interpreter
+                argv = [sys.executable, *argv[1:]]
     if not argv:
         if not device:
             raise NotRerunnable(record["test_id"], "no repro command recorded and the build names no device")
@@ -111,6 +114,8 @@ def run_attempt(record: dict, attempt: int, device: str = "", profile: str = "",
     """Run one attempt of one test and return its classified Outcome (attempt set)."""
     extra_env, argv = rerun_command(record, device, profile)
     env = rerun_env(extra_env)
+    if cwd is None:
+        cwd = _repro_root(argv)
     with tempfile.TemporaryDirectory(prefix="tc-rerun-") as tmp:
         jsonl = os.path.join(tmp, "outcomes.jsonl")
         argv = argv + ["--tc-jsonl", jsonl]
@@ -130,6 +135,22 @@ def run_attempt(record: dict, attempt: int, device: str = "", profile: str = "",
                           f"rerun exited {proc.returncode} without an outcome for the test: {tail}")
     found.attempt = attempt
     return found
+
+
+def _repro_root(argv: list[str]) -> str | None:
+    """Where a recorded repro runs: the runner writes its paths relative to the torchconform
+    checkout (collectors/repro.py: the site is public, so no path of the machine), so the
+    rerun starts there when the test's file is found there; else in the current folder."""
+    from torchconform.collectors.repro import checkout_root
+
+    root = checkout_root()
+    for token in argv:
+        if "::" in token or token.endswith(".py"):
+            path = token.partition("::")[0]
+            if not os.path.isabs(path) and os.path.exists(os.path.join(root, path)) and not os.path.exists(path):
+                return root
+            break
+    return None
 
 
 def _read_outcome(path: str, test_id: str) -> Outcome | None:

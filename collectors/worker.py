@@ -126,15 +126,7 @@ class WorkerPlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
         if self._fallback_reset is not None:
-            try:
-                self._fallback_reset()
-            except Exception as exc:  # noqa: BLE001 - the backend's own hook failed
-                # Stale counts would mark the next test pass_fallback wrongly: say so, once.
-                if not self._reset_warned:
-                    self._reset_warned = True
-                    warnings.warn(f"torchconform: the profile's fallback_reset failed "
-                                  f"({exception_name(exc)}: {exception_text(exc)}); "
-                                  "fallback evidence may carry over between tests")
+            self._reset(self._fallback_reset, "fallback_reset")
         notes.clear()
         numeric.clear()
         perf.clear()
@@ -170,7 +162,7 @@ class WorkerPlugin:
         # are re-emitted so pytest's own warning summary still sees them.
         api = self.tracking()
         if api is not None:
-            self._clear_tracking(api)
+            self._reset(api.reset, "tracking.clear")
         with self.device_check().watch() as touch, warnings.catch_warnings(record=True) as caught:
             self._touch[item.nodeid] = touch
             try:
@@ -185,13 +177,15 @@ class WorkerPlugin:
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
-    def _clear_tracking(self, api) -> None:
+    def _reset(self, reset, what: str) -> None:
+        """Call the backend's own reset of its fallback evidence before a test."""
         try:
-            api.reset()
+            reset()
         except Exception as exc:  # noqa: BLE001 - the backend's own function failed
+            # Stale evidence would mark the next test pass_fallback wrongly: say so, once.
             if not self._reset_warned:
                 self._reset_warned = True
-                warnings.warn(f"torchconform: the profile's tracking.clear failed ({exception_name(exc)}: "
+                warnings.warn(f"torchconform: the profile's {what} failed ({exception_name(exc)}: "
                               f"{exception_text(exc)}); fallback evidence may carry over between tests")
 
     def _read_tracking(self, api) -> tuple:

@@ -51,7 +51,7 @@ def where(url: str) -> str:
         parsed = make_url(url)
         if parsed.get_backend_name() == "sqlite" and parsed.database:
             return parsed.database
-    except Exception:
+    except Exception:  # noqa: BLE001 - a URL SQLAlchemy cannot parse is shown as given, masked
         pass
     return mask_password(url)
 

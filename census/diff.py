@@ -8,10 +8,9 @@ upgrade renaming an overload is not the backend's regression.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from dataclasses import dataclass, field
 
+from torchconform import gated
 from torchconform.census.dispatch import Row
 
 
@@ -75,25 +74,15 @@ def builds_diff(store, build: str, baseline: str) -> CensusDiff | None:
 
 
 # -- the gate ----------------------------------------------------------------------------
-# The gate's rules see only outcome records, not the store or build names; whoever
-# evaluates the gate over a store says which builds' censuses to compare here.
-_GATE = contextvars.ContextVar("torchconform_census_gate", default=None)
-
-
-@contextlib.contextmanager
-def gate_context(store, baseline: str | None, build: str):
-    """Within it, the gate's lost_operator rule compares these builds' censuses."""
-    token = _GATE.set((store, baseline, build))
-    try:
-        yield
-    finally:
-        _GATE.reset(token)
+# The gate's rules see only outcome records; which builds' censuses to compare comes from
+# the gate's context (torchconform/gated.py), re-exported here for callers of the census.
+gate_context = gated.gate_context
 
 
 def lost_operator_findings() -> tuple[list[dict] | None, str]:
     """(findings, detail) for the gate; findings None: nothing to compare (skip quietly)."""
-    current = _GATE.get()
-    if current is None or not current[1]:
+    current = gated.gated_builds()
+    if current is None:
         return None, "no census to compare"
     store, baseline, build = current
     d = builds_diff(store, build, baseline)

@@ -1,33 +1,19 @@
 """The gate's ``perf_regression`` rule's input: the perf timings of the two builds compared.
 
-ci/pipeline.py evaluates the rules inside :func:`gate_context`; the rule
+ci/pipeline.py evaluates the rules inside torchconform.gated.gate_context; the rule
 (ci/rules.rule_perf_regression) asks :func:`perf_findings` for the regressions, judged by
 collectors/perf.py (device/CPU ratio of the warm minimums, same run, threshold, floor).
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
-
-_GATE: contextvars.ContextVar = contextvars.ContextVar("torchconform_perf_gate", default=None)
-
-
-@contextlib.contextmanager
-def gate_context(store, baseline: str | None, build: str):
-    """Within it, the gate's perf_regression rule compares these builds' perf timings."""
-    token = _GATE.set((store, baseline, build))
-    try:
-        yield
-    finally:
-        _GATE.reset(token)
-
+from torchconform.gated import gated_builds
 
 def perf_findings(threshold: float, floor_s: float, max_spread: float) -> tuple[list[dict] | None, str]:
     """(findings, detail); findings None: nothing to compare (the rule passes quietly)."""
     from torchconform.db import perf as perf_db
 
-    current = _GATE.get()
-    if current is None or not current[1]:
+    current = gated_builds()
+    if current is None:
         return None, "no perf results to compare"
     store, baseline, build = current
     if not perf_db.has_rows(store, build) or not perf_db.has_rows(store, baseline):

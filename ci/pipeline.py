@@ -17,8 +17,7 @@ from torchconform.ci.records import Records
 from torchconform.collectors.outcome import FAILED
 from torchconform.ci.report import junit_xml, markdown
 from torchconform.collectors import clusters as clusters_mod
-from torchconform.census.diff import gate_context as census_gate_context
-from torchconform.ci.perfgate import gate_context as perf_gate_context
+from torchconform.gated import gate_context
 from torchconform.errors import UserError
 from torchconform.suites.traits.readback import SUITE as TRAITS_SUITE, compare_traits, traits_from_records
 
@@ -171,7 +170,7 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
     reruns = config.flaky["reruns"] if reruns is None else reruns
     known_flaky = flaky_mod.stored_flaky(store, build)
     # the lost_operator rule reads both builds' censuses, perf_regression their perf timings
-    with census_gate_context(store, base, build), perf_gate_context(store, base, build):
+    with gate_context(store, base, build):
         result = evaluate(old, new, config, flaky=known_flaky.values(), old_name=base, new_name=build,
                           traits=traits)
     confirmations, records, not_rerun = [], [], {}
@@ -196,7 +195,7 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
         steady = [c for c in confirmations if not c.flaky]
         notes.append(f"Reran {len(confirmations)} failing tests {reruns} times each: "
                      f"{len(confirmations) - len(steady)} flaky, {len(steady)} failed every attempt.")
-        with census_gate_context(store, base, build), perf_gate_context(store, base, build):
+        with gate_context(store, base, build):
             result = evaluate(old, new, config, flaky=flaky, old_name=base, new_name=build, traits=traits)
     return _render(result, base, old, new, info, config, notes, confirmations, not_rerun, categories)
 

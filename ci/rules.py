@@ -358,7 +358,7 @@ def fixes(old, new, changed=None) -> dict:
 def rule_lost_operator(old, new, params, flaky=frozenset(), changed=None) -> RuleResult:
     """An operator that ran on the baseline's device (census: native, autograd, fallback or a
     covered composite) and does not on the build's.  The censuses come from
-    census.diff.gate_context(store, baseline, build); without both, the rule passes quietly."""
+    torchconform.gated.gate_context(store, baseline, build); without both, the rule passes quietly."""
     from torchconform.census.diff import lost_operator_findings
 
     found, detail = lost_operator_findings()
@@ -372,7 +372,7 @@ RULES["lost_operator"] = rule_lost_operator
 # -- perf_regression (the perf suite's timings, db/perf.py) ------------------------------
 def rule_perf_regression(old, new, params, flaky=frozenset(), changed=None) -> RuleResult:
     """Operators whose device/CPU ratio grew by more than ``threshold`` against the baseline
-    (collectors/perf.py).  The timings come from ci.perfgate.gate_context(store, baseline,
+    (collectors/perf.py).  The timings come from torchconform.gated.gate_context(store, baseline,
     build); without perf results in both builds, the rule passes quietly."""
     from torchconform.ci.perfgate import perf_findings
 

@@ -220,9 +220,15 @@ def test_every_timed_operator_has_device_and_cpu_figures(three_runs):
         assert r["dev_min"] <= r["dev_median"] <= r["dev_max"] and r["cpu_min"] <= r["cpu_median"] <= r["cpu_max"]
 
 
+REPEAT_THRESHOLD = 10.0
+
+
 def test_the_slowed_operator_regresses_and_a_repeat_does_not(three_runs, cli):
     with open_store(three_runs) as store:
-        again = perf_db.compare(store, "b", "a")
+        # The repeat is judged at a threshold no machine load reaches on a warm minimum but far
+        # below the planted delay (its change is asserted > 50x below): the verdict must not
+        # depend on load.  Repeats at the default 1.25x are measured figures (docs/perf.md).
+        again = perf_db.compare(store, "b", "a", threshold=REPEAT_THRESHOLD)
         slowed = perf_db.compare(store, "c", "a")
         c_add = next(r for r in perf_db.build_rows(store, "c", "add") if r["direction"] == "forward")
     assert [d for d in again if d["verdict"] == "regression"] == []

@@ -176,7 +176,7 @@ def compare(truth: dict, stored: dict) -> dict:
 
 
 def stored_by_id(outcomes, root_prefix: str) -> dict:
-    """Outcome records (collectors.outcome.Outcome) keyed as the truth is: test ids
+    """Outcome records (core.outcome.Outcome) keyed as the truth is: test ids
     relative to the tree (``root_prefix``: the tree's path as the run's ids begin)."""
     out: dict = {}
     for o in outcomes:

@@ -189,7 +189,7 @@ class Ranks:
         return env
 
     def run(self, device: str, func: str, params: dict, timeout: float = 900.0) -> list[dict]:
-        from torchconform.skiplists.profile import load_profile
+        from torchconform.core.profile import load_profile
         from torchconform.suites.distributed import launch
 
         device_env = load_profile(device).distributed.get("device_env", "")

@@ -14,7 +14,7 @@ import os
 import random
 import sys
 
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 
 SEED_TOTAL = 154_000
 # Counts per (outcome, kind) at SEED_TOTAL; scaled for other sizes.

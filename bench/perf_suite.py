@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     p.add_argument("--db", default=None, help="store to keep the run in (default: a scratch SQLite file)")
     args = p.parse_args(argv)
 
-    from torchconform.collectors.outcome import SKIPPED
+    from torchconform.core.outcome import SKIPPED
     from torchconform.db import perf as perf_db
     from torchconform.db import queries
     from torchconform.db.store import open_store

@@ -150,7 +150,7 @@ def run_build(args) -> bool:
 
 
 def report(args) -> bool:
-    from torchconform.collectors.breakdown import format_breakdown
+    from torchconform.core.breakdown import format_breakdown
     from torchconform.config import db_url
     from torchconform.db import queries
     from torchconform.db.store import open_store

@@ -54,7 +54,7 @@ class _InlineEngine:
     def __init__(self, settings):
         import torch
 
-        from torchconform.skiplists.profile import load_profile
+        from torchconform.core.profile import load_profile
         from torchconform.suites.models import backend
         from torchconform.sweep.worker import device_string
 

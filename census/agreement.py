@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from torchconform.census.dispatch import FALLBACK, MISSING, NATIVE, UNAVAILABLE, Row
-from torchconform.collectors.outcome import MISSING_OP, PASS_FALLBACK, SKIP_BACKEND
+from torchconform.core.outcome import MISSING_OP, PASS_FALLBACK, SKIP_BACKEND
 
 CANNOT_RUN = frozenset({MISSING, UNAVAILABLE})
 

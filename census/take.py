@@ -35,7 +35,7 @@ class Census:
 def backend_profile(device: str, profile: str = ""):
     """The backend profile the plugin would pick for ``device`` (collectors/settings.py's rule);
     the CLI passes what ``run`` would use (cmd_census.py), probed defaults included."""
-    from torchconform.skiplists.profile import available_profiles, load_profile, shipped_profile_for
+    from torchconform.core.profile import available_profiles, load_profile, shipped_profile_for
 
     name = profile or shipped_profile_for(device)
     if not name:

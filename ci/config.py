@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from torchconform.errors import UserError
-from torchconform.skiplists.yamlpos import YamlError, load_data
+from torchconform.core.yamlpos import YamlError, load_data
 
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gate.yaml")
 
@@ -30,7 +30,7 @@ RULE_PARAMS: dict[str, dict] = {
     "numeric_drift": {"max_pairs": 0, "factor": 10, "min_abs": 1e-12, "min_rel": 1e-12},
     "lost_operator": {"max_ops": 0},
     "fallback_forbidden": {"max_tests": 0},
-    # collectors/perf.py: DEFAULT_THRESHOLD, DEFAULT_FLOOR_S
+    # torchconform/core/perf.py: DEFAULT_THRESHOLD, DEFAULT_FLOOR_S
     "perf_regression": {"max_ops": 0, "threshold": 1.25, "floor_s": 2e-4, "max_spread": 1.25},
 }
 DEFAULT_MODES = {"regression": "fail", "new_missing_op": "fail", "coverage_drop": "fail",

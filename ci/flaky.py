@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from torchconform.collectors.outcome import CRASH, PASSED, TIMEOUT, Outcome, bound_message
+from torchconform.core.outcome import CRASH, PASSED, TIMEOUT, Outcome, bound_message
 from torchconform.procs import SCRUBBED_ENV, SCRUBBED_PREFIXES, rerun_env  # noqa: F401 (the gate's names)
 
 # The rerun's environment: the original run's minus what must not leak into it

@@ -3,7 +3,7 @@
 The rules (ci/rules.py) are pure functions over two builds' records, so that they can
 be tested without a store, a device or a runner:
 
-    old, new: {test_id: outcome record as a dict}   (keys of collectors.outcome.Outcome)
+    old, new: {test_id: outcome record as a dict}   (keys of core.outcome.Outcome)
 
 (plain dicts, or ``ci.records.Records``, the store's grouped form).  Each rule returns
 a ``RuleResult`` with the findings it counted; ``evaluate`` applies the configured mode
@@ -30,7 +30,7 @@ from torchconform.ci.rules import (  # noqa: F401
     rule_numeric_drift, rule_regression, rule_stale_expectations, trait_of,
 )
 from torchconform.ci.rules import forbidden_ids
-from torchconform.collectors.outcome import FAILED, PASSED
+from torchconform.core.outcome import FAILED, PASSED
 
 
 @dataclass

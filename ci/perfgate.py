@@ -2,7 +2,7 @@
 
 ci/pipeline.py evaluates the rules inside torchconform.gated.gate_context; the rule
 (ci/rules.rule_perf_regression) asks :func:`perf_findings` for the regressions, judged by
-collectors/perf.py (device/CPU ratio of the warm minimums, same run, threshold, floor).
+torchconform/core/perf.py (device/CPU ratio of the warm minimums, same run, threshold, floor).
 """
 from __future__ import annotations
 

@@ -14,9 +14,9 @@ from torchconform.ci.gate import (
     GateResult, as_records, declared_traits, evaluate, record_breakdown, rerun_candidates,
 )
 from torchconform.ci.records import Records
-from torchconform.collectors.outcome import FAILED
+from torchconform.core.outcome import FAILED
 from torchconform.ci.report import junit_xml, markdown
-from torchconform.collectors import clusters as clusters_mod
+from torchconform.core import clusters as clusters_mod
 from torchconform.gated import gate_context
 from torchconform.errors import UserError
 from torchconform.suites.traits.readback import SUITE as TRAITS_SUITE, compare_traits, traits_from_records

@@ -12,8 +12,8 @@ import shlex
 import xml.etree.ElementTree as ET
 
 from torchconform.ci.gate import GateResult, regressions_by_operator
-from torchconform.collectors.breakdown import format_breakdown
-from torchconform.collectors.outcome import OUTCOMES, BACKEND_SKIP_KINDS
+from torchconform.core.breakdown import format_breakdown
+from torchconform.core.outcome import OUTCOMES, BACKEND_SKIP_KINDS
 
 STATUS_MARK = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "off": "off"}
 RULE_TITLES = {
@@ -78,7 +78,7 @@ def _names(counts) -> str:
 
 
 def cluster_lines(clusters: list, limit: int, device: str = "") -> list[str]:
-    """The failure clusters section (collectors/clusters.py ``order``ed: new since the baseline first)."""
+    """The failure clusters section (torchconform/core/clusters.py ``order``ed: new since the baseline first)."""
     if not clusters:
         return []
     n_new = sum(c.new for c in clusters)
@@ -111,7 +111,7 @@ def trait_lines(changed: list) -> list[str]:
 def markdown(result: GateResult, old_breakdown: dict, new_breakdown: dict, limit: int = 50,
              device: str = "", notes: list[str] | None = None, clusters: list | None = None,
              traits: list | None = None) -> str:
-    """``clusters``: the build's failure clusters, new since the baseline first (collectors/clusters.py);
+    """``clusters``: the build's failure clusters, new since the baseline first (torchconform/core/clusters.py);
     ``traits``: readback.compare_traits of the two builds."""
     verdict = "PASSED" if result.passed else "FAILED"
     out = [f"# torchconform gate: {verdict}", "",

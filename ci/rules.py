@@ -1,6 +1,6 @@
 """The gate's rules: each compares a build's records with its baseline's and counts findings.
 
-    old, new: {test_id: outcome record as a dict}   (keys of collectors.outcome.Outcome)
+    old, new: {test_id: outcome record as a dict}   (keys of core.outcome.Outcome)
 
 given as plain dicts or as ``ci.records.Records`` (the same mapping, grouped by what
 the records say, as the store loads it: rules then work per distinct value).  Each
@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from torchconform.ci.records import Records, Value, pairs, value_counter
-from torchconform.collectors.breakdown import breakdown_of_counts
-from torchconform.collectors.breakdown import pass_rate as breakdown_pass_rate
-from torchconform.collectors.numeric import drift
-from torchconform.collectors.outcome import (
+from torchconform.core.breakdown import breakdown_of_counts
+from torchconform.core.breakdown import pass_rate as breakdown_pass_rate
+from torchconform.core.numeric import drift
+from torchconform.core.outcome import (
     FAIL, FAILED, FALLBACK_FORBIDDEN, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TRAIT_KIND_PREFIX,
     XPASS, Outcome,
 )
@@ -165,7 +165,7 @@ def rule_regression(old, new, params, flaky=frozenset(), excused=frozenset(), ch
 
 
 def record_breakdown(build: str, records) -> dict:
-    """The seed's breakdown (collectors.breakdown shape) of a {test_id: record} map."""
+    """The seed's breakdown (core.breakdown shape) of a {test_id: record} map."""
     return breakdown_of_counts(build, ((v.outcome, v.kind, v.missing_op, n) for v, n in as_records(records).counts()))
 
 
@@ -205,7 +205,7 @@ def _pass_rate(records: Records, passing=frozenset()) -> float | None:
 
 
 def pass_rate(records) -> float | None:
-    """collectors.breakdown.pass_rate of the records, in percent (None when no test ran on the device)."""
+    """core.breakdown.pass_rate of the records, in percent (None when no test ran on the device)."""
     return _pass_rate(as_records(records))
 
 
@@ -267,7 +267,7 @@ def rule_missing_tests(old, new, params, flaky=frozenset(), changed=None) -> Rul
 
 def error_rows(records) -> dict[str, tuple]:
     """{test_id: (op, dtype, outcome, max_abs_err, max_rel_err)} of the records with errors
-    (collectors.numeric.drift's input)."""
+    (core.numeric.drift's input)."""
     records = as_records(records)
     full = records.load(records.errors)
     return {tid: (r["op"], r.get("dtype") or "", r["outcome"], r["max_abs_err"], r.get("max_rel_err"))
@@ -372,7 +372,7 @@ RULES["lost_operator"] = rule_lost_operator
 # -- perf_regression (the perf suite's timings, db/perf.py) ------------------------------
 def rule_perf_regression(old, new, params, flaky=frozenset(), changed=None) -> RuleResult:
     """Operators whose device/CPU ratio grew by more than ``threshold`` against the baseline
-    (collectors/perf.py).  The timings come from torchconform.gated.gate_context(store, baseline,
+    (torchconform/core/perf.py).  The timings come from torchconform.gated.gate_context(store, baseline,
     build); without perf results in both builds, the rule passes quietly."""
     from torchconform.ci.perfgate import perf_findings
 

@@ -51,7 +51,7 @@ def resolve_backend(args, check: bool = True) -> Backend:
     cached = getattr(args, "resolved_backend", None)
     if cached is not None and (cached.checked or not check):
         return cached
-    from torchconform.skiplists.profile import load_profile, shipped_profile_for
+    from torchconform.core.profile import load_profile, shipped_profile_for
 
     device, module = args.device, args.backend_module or ""
     shipped = "" if args.profile else shipped_profile_for(device)
@@ -86,7 +86,7 @@ def _check(args, backend: Backend) -> None:
 
 def _probed(args, device: str, module: str) -> Backend:
     from torchconform.skiplists import profile_init
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.profile import load_profile
 
     if not re.match(r"^[a-z_][a-z0-9_]*$", device):
         raise UserError(f"--device {device!r} is not a device type; use the backend's lower-case PrivateUse1 name")

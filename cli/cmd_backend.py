@@ -36,7 +36,7 @@ def register(subparsers):
 def run_init(args) -> int:
     from torchconform.cli.backend_setup import Backend, probe_backend
     from torchconform.skiplists import profile_init
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.profile import load_profile
 
     name = args.name
     if not re.match(r"^[a-z_][a-z0-9_]*$", name):

@@ -35,8 +35,8 @@ def _database(db) -> str:
 def _candidates(backend_module: str | None) -> list[tuple[str, str, str]]:
     """(device or "" for whichever it registers, module, setup) of the PrivateUse1 backends to try."""
     from torchconform.skiplists.backend_env import autoload_entry_points
-    from torchconform.skiplists.profile import PROFILE_DIR
-    from torchconform.skiplists.yamlpos import load_data
+    from torchconform.core.profile import PROFILE_DIR
+    from torchconform.core.yamlpos import load_data
 
     out = []
     if backend_module:

@@ -24,7 +24,7 @@ def _run(args) -> int:
     from torchconform.ci.config import load_config
     from torchconform.ci.pipeline import gate_build
     from torchconform.ci.report import write_outputs
-    from torchconform.collectors.clusters import load_categories
+    from torchconform.core.clusters import load_categories
     from torchconform.config import db_url
     from torchconform.db.store import open_store
 

@@ -6,7 +6,7 @@ CPU, and the changes against a baseline (docs/perf.md).
     torchconform perf --build B --op add --json|--csv    one operator; machine-readable
 
 Read from the rows ``run --suite perf`` stored (db/perf.py); the comparison is
-collectors/perf.py's: the device/CPU ratio of the warm minimums measured in the same run,
+torchconform/core/perf.py's: the device/CPU ratio of the warm minimums measured in the same run,
 against the baseline's, with a threshold, a floor and a noise limit.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import csv
 import json
 import sys
 
-from torchconform.collectors import perf
+from torchconform.core import perf
 from torchconform.errors import UserError
 
 TABLE_COLUMNS = ("op", "dtype", "direction", "sample", "calls", *perf.FIGURES, "ratio")

@@ -26,7 +26,7 @@ STANDIN = "torchconform.refdev.standin"
 
 def _check_backend(name: str):
     from torchconform.collectors.device import IN_TREE
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.profile import load_profile
 
     profile = load_profile(name)
     if profile.device in IN_TREE:

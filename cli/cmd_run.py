@@ -406,7 +406,7 @@ class _Follow(threading.Thread):
 
 
 def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
-    from torchconform.collectors.breakdown import breakdown, format_breakdown
+    from torchconform.core.breakdown import breakdown, format_breakdown
     from torchconform.collectors.sink_jsonl import read_jsonl
     from torchconform.config import mask_password
     from torchconform.sweep.progress import Progress, class_counts

@@ -2,7 +2,7 @@
 plus its measured traits and environment when the build ran the traits suite."""
 import json
 
-from torchconform.collectors.breakdown import format_breakdown
+from torchconform.core.breakdown import format_breakdown
 from torchconform.db import queries
 from torchconform.db.store import open_store
 from torchconform.suites.traits.readback import format_traits, stored_traits

@@ -161,7 +161,7 @@ def crash_of_test_in_flight(path: str, rc: int, outcomes, run: dict, device: str
     """The Outcome of the test a serial run's process ended in (None: none was in flight,
     or it has an outcome already); the marker file is removed either way."""
     from torchconform.collectors.inflight import read
-    from torchconform.collectors.outcome import CRASH, Outcome
+    from torchconform.core.outcome import CRASH, Outcome
     from torchconform.collectors.testinfo import parse_test_id
 
     nodeid = read(path)

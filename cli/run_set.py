@@ -58,7 +58,7 @@ def step_command(args, step, build: str, db: str) -> list[str]:
 
 def run_set(args) -> int:
     from torchconform.cli.cmd_run import _profile_label
-    from torchconform.collectors.breakdown import format_breakdown
+    from torchconform.core.breakdown import format_breakdown
     from torchconform.collectors.settings import default_build_name
     from torchconform.config import db_url, mask_password
     from torchconform.db import queries

@@ -20,11 +20,11 @@ import warnings
 
 import pytest
 
-from torchconform.collectors.classify import classify_text
+from torchconform.core.classify import classify_text
 from torchconform.collectors.device import torch_versions
-from torchconform.collectors.numeric import FIELDS as NUMERIC_FIELDS
+from torchconform.core.numeric import FIELDS as NUMERIC_FIELDS
 from torchconform.collectors.plugin import PENDING_SETUP_KEY, device_ready, is_xdist_controller
-from torchconform.collectors.outcome import (
+from torchconform.core.outcome import (
     CRASH, ERROR, FAIL, INTERRUPTED_MESSAGE, PASS, PASS_FALLBACK, TIMEOUT, Outcome, bound_message,
 )
 from torchconform.collectors import strict
@@ -396,7 +396,7 @@ class ControllerPlugin:
             repro=self._repro(nodeid, info.get("path", ""), info.get("op", "")),
             **dict(zip(NUMERIC_FIELDS, state.get("errors") or ())),
         )
-        o.perf = state.get("perf")   # the perf suite's timings (collectors/perf.py)
+        o.perf = state.get("perf")   # the perf suite's timings (torchconform/core/perf.py)
         o.evidence = state.get("evidence", "")   # where the fallback/host_only verdicts came from
         o = self.traits.take(o, state.get("mismatch"), self._node_path(nodeid, info.get("path", "")))
         if o is not None:  # else held for the trait rerun at the end

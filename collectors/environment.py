@@ -77,7 +77,7 @@ def _launch_command() -> str:
 def _short_program(argv: list[str]) -> list[str]:
     """The interpreter and a console script by their names (``python -m torchconform run ...``,
     ``python torchconform run ...``): the venv's path is long, and the host note that carries
-    the launch line has a length limit (collectors/traitnotes.py cuts the longest evidence
+    the launch line has a length limit (torchconform/core/traitnotes.py cuts the longest evidence
     from its end), so the arguments, which say what ran, come first."""
     argv = list(argv)
     if argv and os.path.basename(argv[0]).startswith("python"):

@@ -41,7 +41,7 @@ from multiprocessing.connection import Connection
 
 import pytest
 
-from torchconform.collectors.outcome import CRASH, TIMEOUT, bound_message
+from torchconform.core.outcome import CRASH, TIMEOUT, bound_message
 from torchconform.collectors.watchdog import STATE_ENV, TIMEOUT_EXIT, read_timeout_marker
 
 # Exit statuses of a child, beside signals: a test past the memory limit, and an error

@@ -15,7 +15,7 @@ def pytest_torchconform_run_start(config, run):
 
 
 def pytest_torchconform_outcomes(config, outcomes):
-    """A batch of finished :class:`torchconform.collectors.outcome.Outcome` records.
+    """A batch of finished :class:`torchconform.core.outcome.Outcome` records.
 
     Batches are flushed every ~200 outcomes or few seconds and at the end, so a
     run killed half way keeps everything that finished before the last flush.

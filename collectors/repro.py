@@ -43,7 +43,7 @@ def profile_option(profile) -> list[str]:
     """``--tc-profile`` as another checkout has it: a shipped profile by its folder's name;
     none for defaults probed at start-up (the plugin probes them again there); else the
     path (repro_command writes it relative to the checkout or under $HOME where it can)."""
-    from torchconform.skiplists.profile import PROFILE_DIR
+    from torchconform.core.profile import PROFILE_DIR
 
     path = os.path.abspath(profile.path)
     folder = os.path.dirname(path)

@@ -115,7 +115,7 @@ def plugin_wording(text: str) -> str:
 
 def settings_from(config, namespace=None) -> Settings:
     from torchconform.collectors.plugin import option
-    from torchconform.skiplists.profile import load_profile, shipped_profile_for
+    from torchconform.core.profile import load_profile, shipped_profile_for
 
     def get(dest):
         return option(config, dest, namespace) or ""

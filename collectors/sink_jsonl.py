@@ -12,7 +12,7 @@ import json
 import os
 import time
 
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 
 
 class JsonlSink:

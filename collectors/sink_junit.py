@@ -40,8 +40,8 @@ import time
 from collections import Counter
 from xml.sax.saxutils import escape, quoteattr
 
-from torchconform.collectors.numeric import FIELDS as ERROR_FIELDS
-from torchconform.collectors.outcome import (
+from torchconform.core.numeric import FIELDS as ERROR_FIELDS
+from torchconform.core.outcome import (
     CRASH, ERROR, FAIL, PASSING, SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, Outcome, render_repro,
     repro_template,
 )

@@ -12,7 +12,7 @@
 """
 from __future__ import annotations
 
-from torchconform.collectors.outcome import (
+from torchconform.core.outcome import (
     FAIL, FALLBACK_FORBIDDEN, PASS, PASS_FALLBACK, bound_message,
 )
 

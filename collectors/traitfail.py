@@ -27,7 +27,7 @@ import dataclasses
 import math
 import re
 
-from torchconform.collectors.outcome import FAIL, MESSAGE_LIMIT, TRAIT_KIND_PREFIX, Outcome, bound_message
+from torchconform.core.outcome import FAIL, MESSAGE_LIMIT, TRAIT_KIND_PREFIX, Outcome, bound_message
 
 # A relative difference within this many epsilons of the lower dtype is one its rounding
 # gives (a correctly rounded result is within eps/2; a few operations compound that).

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-from torchconform.collectors.outcome import PASSED, Outcome
+from torchconform.core.outcome import PASSED, Outcome
 from torchconform.collectors.traitfail import VIA_RERUN, VIA_RULE, attributed, candidate_trait, rule_reason
 from torchconform.procs import rerun_env
 

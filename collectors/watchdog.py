@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 
-from torchconform.collectors.classify import TIMEOUT_PREFIX, TestTimeout
+from torchconform.core.classify import TIMEOUT_PREFIX, TestTimeout
 
 STATE_ENV = "TORCHCONFORM_STATE_DIR"
 TIMEOUT_EXIT = 70

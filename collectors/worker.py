@@ -12,13 +12,14 @@ from collections.abc import Mapping
 
 import pytest
 
-from torchconform.collectors import notes, numeric, perf, tracking
-from torchconform.collectors.classify import (
+from torchconform.collectors import tracking
+from torchconform.core import notes, numeric, perf
+from torchconform.core.classify import (
     DTYPE_PREFIX, SKIPLIST_PREFIX, Verdict, classify_exception, classify_text, exception_name, exception_text,
     refine_by_device_ops,
 )
 from torchconform.collectors.devicecheck import DeviceCheck
-from torchconform.collectors.outcome import FAIL, HOST_ONLY, PASS, XFAIL, XPASS, bound_message, replace_surrogates
+from torchconform.core.outcome import FAIL, HOST_ONLY, PASS, XFAIL, XPASS, bound_message, replace_surrogates
 from torchconform.collectors.testinfo import item_info
 from torchconform.collectors.traitfail import parse_mismatch
 from torchconform.collectors.watchdog import STATE_ENV, Watchdog
@@ -255,7 +256,7 @@ class WorkerPlugin:
             errors = numeric.take()   # the call's comparisons with the CPU reference
             if errors is not None:
                 tc["errors"] = errors
-            measured = perf.take()   # the perf suite's timings (collectors/perf.py)
+            measured = perf.take()   # the perf suite's timings (torchconform/core/perf.py)
             if measured is not None:
                 tc["perf"] = measured
             if verdict is not None and verdict.outcome == PASS and not tc["fallback_ops"] \
@@ -345,5 +346,5 @@ def _without_surrogates(value):
 
 
 def _chain_text(exc) -> str:
-    from torchconform.collectors.classify import render_chain
+    from torchconform.core.classify import render_chain
     return render_chain(exc)

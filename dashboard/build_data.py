@@ -25,7 +25,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, MISSING_OP, OUTCOMES, SKIP_BACKEND
+from torchconform.core.outcome import BACKEND_SKIP_KINDS, MISSING_OP, OUTCOMES, SKIP_BACKEND
 from torchconform.dashboard.pages.matrix import COUNT_NAMES   # the matrix's numbers per cell, in this order
 from torchconform.db.queries import DISTRIBUTED_SUITE, MODELS_SUITE
 from torchconform.db.values import VALUE_COLUMNS

@@ -7,7 +7,7 @@ test exercises is read from its name (``test_collective_<collective>``,
 its ``op``.  One row per collective, then one per API group, with the counts
 per outcome class, the names a backend skip says are missing (a collective,
 a c10d backend's device type, a device-module attribute), and the overlap
-probe's measured fraction from its trait note (collectors/traitnotes.py).
+probe's measured fraction from its trait note (torchconform/core/traitnotes.py).
 
 ``for_build`` works from the site's one read of a build (build_data.BuildData);
 ``from_store`` asks the store (queries.latest_rows) for the same answer.
@@ -20,8 +20,8 @@ from numbers import Real
 
 import numpy as np
 
-from torchconform.collectors.outcome import FAILED, PASSED, SKIP_BACKEND, SKIP_ELIGIBILITY, XFAIL, XPASS
-from torchconform.collectors.traitnotes import parse_trait_note
+from torchconform.core.outcome import FAILED, PASSED, SKIP_BACKEND, SKIP_ELIGIBILITY, XFAIL, XPASS
+from torchconform.core.traitnotes import parse_trait_note
 from torchconform.dashboard.tables import Table
 from torchconform.db.queries import DISTRIBUTED_SUITE
 

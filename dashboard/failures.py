@@ -16,7 +16,7 @@ are base-64 digit strings (dashboard/encoding.py): about seven characters a row.
 ``index.js`` (key ``failures:<slug>``): ``codes`` (the failure codes), ``tests`` (rows in all), ``chunk`` (rows per
 chunk), ``chunks``, ``labels``, ``messages`` (those of several chunks), ``ops``,
 ``repros`` (each distinct command as parts: text, 0 for the test's id, 1 for its
-operator; a run's commands differ only there: collectors/outcome.py ``repro_template``),
+operator; a run's commands differ only there: torchconform/core/outcome.py ``repro_template``),
 ``clusters`` (signatures).
 ``<k>.js`` (key ``failures:<slug>:<k>``, rows ``k * chunk`` on): ``messages`` (its
 messages no other chunk has) and one column each (``{"width", "codes"}``) of
@@ -24,15 +24,15 @@ messages no other chunk has) and one column each (``{"width", "codes"}``) of
 ``i - len``), ``repro``, ``op`` (indices into the lists above) and ``cluster`` (its
 failure cluster plus one; 0 for a backend skip).
 
-The failure clusters (collectors/clusters.py) come out of the same pass.
+The failure clusters (torchconform/core/clusters.py) come out of the same pass.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from torchconform.ci.report import repro_for
-from torchconform.collectors.clusters import Clusterer, Failure
-from torchconform.collectors.outcome import FAILED, SKIP_BACKEND, render_repro, repro_template
+from torchconform.core.clusters import Clusterer, Failure
+from torchconform.core.outcome import FAILED, SKIP_BACKEND, render_repro, repro_template
 from torchconform.dashboard.build_data import RUN_AT, STORED_REPRO_AT
 from torchconform.dashboard.encoding import Numbered, column
 from torchconform.dashboard.pages.search import failure_codes
@@ -152,7 +152,7 @@ def _cluster_column(tests, pk_list, rows, failed, commands, categories) -> tuple
 
 def cluster_keys(data, categories=()) -> set[str]:
     """The keys of a build's failure clusters from its results alone (build_data.RESULT_COLUMNS,
-    no repro commands): what ``collectors.clusters.order`` needs of a baseline whose own
+    no repro commands): what ``core.clusters.order`` needs of a baseline whose own
     pages are not rendered (past ``--full-builds``)."""
     from torchconform.dashboard.build_data import CODES
 

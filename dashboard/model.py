@@ -24,7 +24,7 @@ class BuildInfo:
     branch: str = ""
     device: str = ""
     meta: dict = field(default_factory=dict)     # every other column of list_builds, for the build page
-    summary: dict = field(default_factory=dict)  # collectors.breakdown shape
+    summary: dict = field(default_factory=dict)  # core.breakdown shape
     baseline: "BuildInfo | None" = None          # previous complete build of the same series
     series: Series = Series("", "", "", "")      # device, backend profile, branch, suite set
     # every page (True), or past ``--full-builds``: the small build page only (retention.py)

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from torchconform.census import impact
-from torchconform.collectors.breakdown import make_breakdown
+from torchconform.core.breakdown import make_breakdown
 from torchconform.dashboard import build_data, distributed, failures, retention
 from torchconform.dashboard.build_data import FAILURE_COLUMNS, BuildData, TestTable
 from torchconform.dashboard.model import BuildInfo
@@ -37,7 +37,7 @@ class BuildResult:
     # with a census: (traced model -> blocking operators, untraced models), for the census
     # page's plan and the models page; None without one
     blocking: tuple | None = None
-    # the build's failure clusters (collectors.clusters.Cluster), in its failure data's order
+    # the build's failure clusters (core.clusters.Cluster), in its failure data's order
     clusters: list = field(default_factory=list)
     # the keys of the baseline's clusters when the baseline is retired (its clusters are
     # found nowhere else); None otherwise
@@ -45,7 +45,7 @@ class BuildResult:
 
 
 def merge_breakdowns(build: str, parts) -> dict:
-    """One breakdown from breakdowns of disjoint parts of a build (collectors.breakdown shape)."""
+    """One breakdown from breakdowns of disjoint parts of a build (core.breakdown shape)."""
     outcomes, kinds, missing_ops, fail_kinds = Counter(), Counter(), Counter(), Counter()
     host_only = 0
     for b in parts:
@@ -66,7 +66,7 @@ def render_builds(store, queries, site, builds: list[BuildInfo], generated: str,
                   full_builds: int = retention.DEFAULT) -> list[BuildResult]:
     """Read and render ``builds`` in order; sets each one's ``summary`` and returns their results.
     ``tests``: the store's TestTable, read by the caller (worker processes inherit it);
-    ``categories``: the user's failure categories (collectors.clusters.load_categories);
+    ``categories``: the user's failure categories (core.clusters.load_categories);
     ``positions``: the site's numbering of tests (positions.Positions); ``full_builds``: the
     ``--full-builds`` a retired build's page names.
     Runs with the cyclic collector paused by build_site (a forked worker inherits the pause)."""

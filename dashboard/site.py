@@ -23,7 +23,7 @@ from pathlib import Path
 from torchconform.dashboard import cache, charts, parallel, positions, retention, staging
 from torchconform.dashboard.build_data import TestTable
 from torchconform.dashboard.model import groups_of, load_builds
-from torchconform.collectors import clusters as clusters_mod
+from torchconform.core import clusters as clusters_mod
 from torchconform.dashboard.pages import census as census_page
 from torchconform.dashboard.pages import clusters as clusters_page
 from torchconform.dashboard.pages import home, missing, models, search
@@ -114,7 +114,7 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
     ``store``: a ``Store`` or a database URL/path.  ``queries`` defaults to
     ``torchconform.db.queries`` (the one read module).  ``reuse``: keep the
     pages of builds unchanged since the last run on ``out_dir``.  ``categories``:
-    a YAML file of named failure categories (collectors/clusters.py ``load_categories``).
+    a YAML file of named failure categories (torchconform/core/clusters.py ``load_categories``).
     ``full_builds``: how many of the most recent builds keep every page (retention.py).
     """
     full_builds = retention.checked(full_builds)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 # The site's pass rate is the breakdown's (and the gate's): one definition, re-exported here.
-from torchconform.collectors.breakdown import pass_rate  # noqa: F401
-from torchconform.collectors.outcome import (
+from torchconform.core.breakdown import pass_rate  # noqa: F401
+from torchconform.core.outcome import (
     CRASH, DISTRIBUTED_SKIP_KINDS, ERROR, FAIL, HOST_ONLY, MISSING_OP, NOT_EXECUTED, PASS, PASS_FALLBACK, SKIP_BACKEND,
     SKIP_ELIGIBILITY, SKIPLIST, TIMEOUT, UNSUPPORTED_DTYPE, XFAIL, XPASS,
 )
@@ -102,7 +102,7 @@ def category_of(outcome: str, kind: str = "") -> str:
 
 
 def breakdown_counts(b: dict) -> list[tuple[Style, int]]:
-    """The breakdown dict (collectors.breakdown shape) as (style, count) in bar order."""
+    """The breakdown dict (core.breakdown shape) as (style, count) in bar order."""
     o, k = b["outcomes"], b["backend_skip_kinds"]
     host_only = b.get("pass_kinds", {}).get(HOST_ONLY, 0)  # breakdowns stored before host_only had none
     counts = {

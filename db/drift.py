@@ -1,5 +1,5 @@
 """Numerical drift per operator x dtype: what the store says about ``max_abs_err`` /
-``max_rel_err`` (collectors/numeric.py), for the pages and the CLI.
+``max_rel_err`` (torchconform/core/numeric.py), for the pages and the CLI.
 
 * ``op_errors``: a build's largest errors per (op, dtype), over its passing tests;
 * ``drift``: the change against a baseline, per (op, dtype), over the tests passing in
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from torchconform.collectors.numeric import drift as drift_of
-from torchconform.collectors.numeric import op_dtype_max
-from torchconform.collectors.outcome import PASSED
+from torchconform.core.numeric import drift as drift_of
+from torchconform.core.numeric import op_dtype_max
+from torchconform.core.outcome import PASSED
 from torchconform.db import queries
 from torchconform.db.models import builds, result_values, results, tests
 from torchconform.db.values import JOINED
@@ -25,7 +25,7 @@ _COLUMNS = ("test_id", "op", "dtype", "outcome", "max_abs_err", "max_rel_err")
 
 def _error_rows(store, build: str) -> dict[str, tuple]:
     """{test_id: (op, dtype, outcome, max_abs_err, max_rel_err)} of the build's latest
-    results that recorded errors (collectors.numeric.drift's input)."""
+    results that recorded errors (core.numeric.drift's input)."""
     return {row[0]: tuple(row[1:]) for row in queries.latest_rows(store, build, _COLUMNS, plain=True)
             if row[4] is not None}
 

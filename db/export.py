@@ -10,7 +10,7 @@ import csv
 import dataclasses
 import json
 
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.db import queries
 from torchconform.errors import UserError
 from torchconform.safe import csv_cell

@@ -60,7 +60,7 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
     if not paths:
         raise UserError("no files to ingest; pass one or more JUnit XML paths")
     if isinstance(profile, str):
-        from torchconform.skiplists.profile import load_profile
+        from torchconform.core.profile import load_profile
         profile = load_profile(profile)
     readers = [JunitReader(p, suite=suite, profile=profile) for p in paths]  # missing files fail first
     big = sum(os.path.getsize(p) for p in paths) >= PIPELINE_MIN_BYTES

@@ -4,7 +4,7 @@ Test cases that carry torchconform's ``tc`` attribute (written by the runner's J
 sink, collectors/sink_junit.py, with the suite's ``tc.default.*``; or the older forms,
 a ``tc`` property or one ``tc.<field>`` property per field) are taken as they are; others are classified
 from their failure/error/skip messages by the one classifier,
-``collectors.classify.classify_text``, so an ingested file and a live run of the same
+``core.classify.classify_text``, so an ingested file and a live run of the same
 tests agree.
 
 Parsing (db/junit_parse.py) streams the file and hands over each test case's
@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 
-from torchconform.collectors.classify import classify_text
-from torchconform.collectors.numeric import FIELDS, as_float
-from torchconform.collectors.outcome import (
+from torchconform.core.classify import classify_text
+from torchconform.core.numeric import FIELDS
+from torchconform.core.outcome import (
+    as_float,
     PASS, PASS_FALLBACK, Outcome, bound_message, check_outcome, render_repro,
 )
 from torchconform.collectors.sink_junit import class_part, decode_tc, test_id_of_case, test_id_prefix, unescape_tc
@@ -46,7 +47,7 @@ class JunitReader:
         if not os.path.isfile(path):
             raise UserError(f"{path}: no such file; pass the path of a JUnit XML report")
         if profile is None:
-            from torchconform.skiplists.profile import generic_profile
+            from torchconform.core.profile import generic_profile
             profile = generic_profile()
         self.path = path
         self.suite_override = suite

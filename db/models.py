@@ -75,7 +75,7 @@ class Run(Base):
     exit_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
     n_results: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
     # The run's repro command with {id} and {op} for the test's id and op
-    # (collectors/outcome.py: repro_template); "" when its results hold their own.
+    # (torchconform/core/outcome.py: repro_template); "" when its results hold their own.
     repro_template: Mapped[str] = mapped_column(Text, default="", nullable=False, server_default="")
     status: Mapped[str] = mapped_column(String(20), default=RUNNING, nullable=False, server_default=RUNNING)
     # The process that writes the run (the pytest controller, the sweep driver), on ``host``.
@@ -155,7 +155,7 @@ class Result(Base):
     value_id: Mapped[int] = mapped_column(BigId, nullable=False)
     # Whole microseconds (read back as seconds: db/values.DURATION).
     duration_us: Mapped[int] = mapped_column(BigInteger, default=0, nullable=False)
-    # The largest absolute / relative error against the CPU reference (collectors/numeric.py);
+    # The largest absolute / relative error against the CPU reference (torchconform/core/numeric.py);
     # NULL: the test compared nothing (or was stored before 0007_numeric_errors).
     max_abs_err: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_rel_err: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -227,7 +227,7 @@ model_ops = ModelOp.__table__
 
 
 class PerfResult(Base):
-    """One timed operator x dtype x direction of a build's perf suite run (collectors/perf.py):
+    """One timed operator x dtype x direction of a build's perf suite run (torchconform/core/perf.py):
     the first call and the warm minimum / median / maximum, on the device and on CPU, measured
     in the same test.  A rerun of the same build adds rows; readers keep the latest (max id)
     per (op, dtype, direction)."""

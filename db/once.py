@@ -21,7 +21,7 @@ from typing import Callable, Iterable, TypeVar
 from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.db.errors import StoreError
 from torchconform.db.models import results, runs, tests
 from torchconform.db.store import RESULT_COLUMNS, TEST_COLUMNS, outcome_from_rows

@@ -2,14 +2,14 @@
 writing the perf suite's rows, reading a build's table, its comparison with a baseline and
 each operator's history across the build's series.
 
-The rows' meaning and the noise-aware comparison are collectors/perf.py's; every answer
+The rows' meaning and the noise-aware comparison are torchconform/core/perf.py's; every answer
 here is plain JSON-ready dicts (the keys of a row there, plus ``ratio``).
 """
 from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from torchconform.collectors import perf
+from torchconform.core import perf
 from torchconform.db.models import builds, perf_results
 
 COLUMNS = ("op", "dtype", "direction", "sample", "calls", *perf.FIGURES)
@@ -69,7 +69,7 @@ def builds_with_rows(store) -> set[str]:
 def compare(store, build: str, baseline: str, threshold: float = perf.DEFAULT_THRESHOLD,
             floor_s: float = perf.DEFAULT_FLOOR_S, op: str | None = None,
             max_spread: float = perf.DEFAULT_MAX_SPREAD) -> list[dict]:
-    """collectors.perf.compare of the baseline's rows and the build's."""
+    """core.perf.compare of the baseline's rows and the build's."""
     return perf.compare(build_rows(store, baseline, op), build_rows(store, build, op), threshold, floor_s, max_spread)
 
 

@@ -18,8 +18,8 @@ from typing import Iterator
 
 from sqlalchemy import and_, func, or_, select
 
-from torchconform.collectors.breakdown import breakdown_of_counts
-from torchconform.collectors.outcome import (
+from torchconform.core.breakdown import breakdown_of_counts
+from torchconform.core.outcome import (
     CRASH, ERROR, FAIL, FAILED, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TIMEOUT, Outcome,
 )
 from torchconform.config import mask_password
@@ -53,7 +53,7 @@ def _latest_ids(build_id: int):
 
 
 # A result's repro command: its own, or (NULL) its run's template rendered for its test,
-# as collectors/outcome.py's render_repro does.  Needs runs and tests joined.
+# as torchconform/core/outcome.py's render_repro does.  Needs runs and tests joined.
 REPRO = func.coalesce(V.repro, func.replace(func.replace(runs.c.repro_template, "{id}", tests.c.test_id),
                                                     "{op}", tests.c.op))
 
@@ -189,7 +189,7 @@ def _assemble(build: str, rows) -> dict:
 
 
 def summary(store, build: str) -> dict:
-    """The seed's breakdown of a build (the shape of ``collectors.breakdown``)."""
+    """The seed's breakdown of a build (the shape of ``core.breakdown``)."""
     with store.read() as conn:
         build_id = store.build_id(build, conn)
         query = (select(V.outcome, V.kind, V.missing_op, func.count())

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.engine import make_url
 
-from torchconform.collectors.outcome import Outcome, render_repro, repro_template
+from torchconform.core.outcome import Outcome, render_repro, repro_template
 from torchconform.config import db_url, mask_password
 from torchconform.db import errors as store_errors
 from torchconform.db import migrate
@@ -270,7 +270,7 @@ class Store:
     def start_run(self, build: str | int, suite: str = "", selection: str = "", shard: str = "",
                   host: str = "", command: str = "", repro_template: str = "", pid: int | None = None,
                   planned: int | None = None, conn: Connection | None = None) -> int:
-        """A new run of ``build`` (status ``running``); ``repro_template`` (see collectors/outcome.py)
+        """A new run of ``build`` (status ``running``); ``repro_template`` (see torchconform/core/outcome.py)
         is what a result stored with no repro command of its own (None) gets rendered from;
         ``pid`` the writing process on ``host`` (default: this one), so that readers can tell
         a killed run from a live one."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from torchconform.errors import UserError
 from torchconform.refdev import profiles
-from torchconform.skiplists.yamlpos import load_data
+from torchconform.core.yamlpos import load_data
 
 NAME_ENV = "TORCHCONFORM_REFDEV_NAME"
 PROFILE_ENV = "TORCHCONFORM_REFDEV_PROFILE"

@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass, field
 
 from torchconform.errors import UserError
-from torchconform.skiplists.yamlpos import YamlError, load_data
+from torchconform.core.yamlpos import YamlError, load_data
 
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 DEFAULT_PROFILE = "young-backend"

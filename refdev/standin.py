@@ -65,7 +65,7 @@ def clear_op_tracking() -> None:
 def _compile_alias() -> None:
     """refdev's compile backend under the name the backend profile gives its compiler
     (neuron: ``neuron``), so compiled tests ask for it as they would on the real device."""
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.profile import load_profile
 
     name = load_profile(os.environ.get("TORCHCONFORM_PROFILE") or DEVICE).compile_backend
     if name in ("", "refdev", "inductor", "aot_eager", "eager"):

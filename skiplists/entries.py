@@ -28,7 +28,7 @@ CATEGORIES = ("known_bug", "unsupported_feature", "flaky", "too_slow", "crashes_
 
 # Skips created from an entry carry this prefix so that the classifier (and a
 # JUnit reader) can tell them from PyTorch's own skips.
-# The classifier (collectors/classify.py) reads the first word after this prefix
+# The classifier (torchconform/core/classify.py) reads the first word after this prefix
 # as the entry reference, so the format is "<prefix> <ref>: <reason> (<issue>)".
 SKIP_PREFIX = "torchconform skiplist:"
 
@@ -235,7 +235,7 @@ def derive_kind(name: str, op: str, op_variant: str = "") -> str:
 
 
 def info_from_outcome(outcome) -> TestInfo:
-    """TestInfo for a stored outcome record (``torchconform.collectors.outcome.Outcome``).
+    """TestInfo for a stored outcome record (``torchconform.core.outcome.Outcome``).
 
     ``op`` is kept as stored (base or full OpInfo name); ``Entry.matches`` compares
     full names, so both forms match the same entries.

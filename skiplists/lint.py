@@ -24,7 +24,8 @@ import os
 import re
 
 from torchconform.skiplists.entries import Entry, TestInfo
-from torchconform.skiplists.schema import Problem, parse_skiplist
+from torchconform.core.yamlpos import Problem
+from torchconform.skiplists.schema import parse_skiplist
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -56,8 +57,8 @@ def lint(paths, collected: list[TestInfo] | None = None, today: _dt.date | None 
 
 def lint_profile(path: str) -> list[Problem] | None:
     """The problems of a backend profile file; None when ``path`` is a skiplist."""
-    from torchconform.skiplists.profile_schema import check_profile, is_profile_document
-    from torchconform.skiplists.yamlpos import YamlError, load_yaml
+    from torchconform.core.profile_schema import check_profile, is_profile_document
+    from torchconform.core.yamlpos import YamlError, load_yaml
 
     named = os.path.basename(path) in ("profile.yaml", "profile.yml")
     try:

@@ -109,7 +109,7 @@ def import_specs(paths, out: str | None, device: str = ns.SPEC_DEVICE, issue: st
 def load_imported(path: str):
     """(spec section, validated entries) of an imported skiplist YAML; one-line errors."""
     from torchconform.skiplists.schema import load_skiplist
-    from torchconform.skiplists.yamlpos import load_data
+    from torchconform.core.yamlpos import load_data
 
     skiplist = load_skiplist(path)
     data = load_data(path) or {}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import re
 
-from torchconform.skiplists.profile import INDUCTOR_DEVICES, PROFILE_DIR, default_compile_backend
-from torchconform.skiplists.profile_schema import DISTRIBUTED_KEYS, DTYPE_POLICY_KEYS, KEYS
-from torchconform.skiplists.yamlpos import load_data
+from torchconform.core.profile import INDUCTOR_DEVICES, PROFILE_DIR, default_compile_backend
+from torchconform.core.profile_schema import DISTRIBUTED_KEYS, DTYPE_POLICY_KEYS, KEYS
+from torchconform.core.yamlpos import load_data
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from torchconform.collectors.outcome import CRASH, ERROR, FAIL, PASSING, SKIP_BACKEND, SKIPLIST, TIMEOUT, XPASS
+from torchconform.core.outcome import CRASH, ERROR, FAIL, PASSING, SKIP_BACKEND, SKIPLIST, TIMEOUT, XPASS
 from torchconform.skiplists.entries import Entry, first_match, info_from_outcome
-from torchconform.skiplists.yamlpos import load_yaml
+from torchconform.core.yamlpos import load_yaml
 
 PLACEHOLDER_ISSUE = "https://issue.invalid/file-an-issue-and-paste-its-url"
 _CATEGORY = {CRASH: ("crashes_device", "skip"), TIMEOUT: ("too_slow", "skip"),

@@ -26,12 +26,11 @@ people count list items).  The format::
 from __future__ import annotations
 
 import datetime as _dt
-import difflib
 import re
 from dataclasses import dataclass, field
 
 from torchconform.skiplists.entries import CATEGORIES, MODES, Entry
-from torchconform.skiplists.yamlpos import PosDict, PosList, YamlError, load_yaml
+from torchconform.core.yamlpos import PosDict, PosList, Problem, YamlError, load_yaml, suggest
 
 TOP_KEYS = ("backend", "description", "entries", "spec")   # spec: skiplists/neuron_spec_io.py
 ENTRY_KEYS = ("id", "match", "mode", "category", "reason", "issue", "added", "expires", "torch")
@@ -46,28 +45,11 @@ SKIP_ONLY = {"crashes_device": "an xfail still runs the test and takes the devic
 
 
 @dataclass
-class Problem:
-    path: str
-    line: int
-    code: str          # yaml, schema, regex, duplicate, overlap, expired, stale, torch
-    message: str
-    severity: str = "error"   # error | warning
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.severity}: [{self.code}] {self.message}"
-
-
-@dataclass
 class Skiplist:
     path: str
     backend: str = ""
     description: str = ""
     entries: list[Entry] = field(default_factory=list)
-
-
-def _suggest(key, choices) -> str:
-    close = difflib.get_close_matches(str(key), choices, n=1)
-    return f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(choices)}"
 
 
 def _as_date(value):
@@ -103,7 +85,7 @@ def validate(data, path: str) -> tuple[Skiplist, list[Problem]]:
         return sl, problems
     for key in data:
         if key not in TOP_KEYS:
-            err(data.line_of(key), "schema", f"unknown top-level key {key!r}; {_suggest(key, TOP_KEYS)}")
+            err(data.line_of(key), "schema", f"unknown top-level key {key!r}; {suggest(key, TOP_KEYS)}")
     backend = data.get("backend")
     if not isinstance(backend, str) or not backend.strip():
         err(data.line_of("backend"), "schema", "`backend` must name the device (e.g. refdev, neuron)")
@@ -138,7 +120,7 @@ def _validate_entry(raw, line, path, err) -> Entry | None:
     ok = True
     for key in raw:
         if key not in ENTRY_KEYS:
-            err(raw.line_of(key), "schema", f"unknown entry key {key!r}; {_suggest(key, ENTRY_KEYS)}")
+            err(raw.line_of(key), "schema", f"unknown entry key {key!r}; {suggest(key, ENTRY_KEYS)}")
             ok = False
     for key in REQUIRED_ENTRY_KEYS:
         if key not in raw:
@@ -152,7 +134,7 @@ def _validate_entry(raw, line, path, err) -> Entry | None:
         err(raw.line_of("mode"), "schema", f"mode {mode!r} is not one of {', '.join(MODES)}")
         ok = False
     if category not in CATEGORIES:
-        err(raw.line_of("category"), "schema", f"category {category!r} is not one of {', '.join(CATEGORIES)}; {_suggest(category, CATEGORIES)}")
+        err(raw.line_of("category"), "schema", f"category {category!r} is not one of {', '.join(CATEGORIES)}; {suggest(category, CATEGORIES)}")
         ok = False
     elif mode == "xfail" and category in SKIP_ONLY:
         err(raw.line_of("mode"), "schema", f"category {category} needs mode skip: {SKIP_ONLY[category]}")
@@ -217,7 +199,7 @@ def _validate_match(match, line, err) -> dict | None:
     ok = True
     for key in match:
         if key not in MATCH_KEYS:
-            err(match.line_of(key), "schema", f"unknown match key {key!r}; {_suggest(key, MATCH_KEYS)}")
+            err(match.line_of(key), "schema", f"unknown match key {key!r}; {suggest(key, MATCH_KEYS)}")
             ok = False
     chosen = [k for k in ("test", "regex", "op") if k in match]
     if len(chosen) != 1:

@@ -12,17 +12,17 @@ from contextlib import contextmanager
 
 import torch
 
-from torchconform.collectors.classify import (
+from torchconform.core.classify import (
     NOT_EXECUTED_PREFIX, classify_exception, render_chain,
 )
-from torchconform.collectors import numeric
-from torchconform.collectors.outcome import MISSING_OP
+from torchconform.core import numeric
+from torchconform.core.outcome import MISSING_OP
 
 
 @functools.lru_cache(maxsize=None)
 def active_profile():
     """The backend profile the plugin set up (TORCHCONFORM_PROFILE), else the device's."""
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.profile import load_profile
     path = os.environ.get("TORCHCONFORM_PROFILE") or os.environ.get("TORCHCONFORM_DEVICE") or "cpu"
     return load_profile(path)
 
@@ -107,7 +107,7 @@ def tolerances(dtype: torch.dtype) -> dict:
 def assert_close_to_cpu(test: unittest.TestCase, actual, expected, **kwargs) -> None:
     """``test.assertEqual(actual, expected, **kwargs)`` for a device result (already on CPU)
     against the CPU reference, its errors added to the test's outcome first
-    (collectors/numeric.py: the failing comparison's too)."""
+    (torchconform/core/numeric.py: the failing comparison's too)."""
     numeric.record(actual, expected)
     test.assertEqual(actual, expected, **kwargs)
 

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 
 from torchconform.errors import UserError
-from torchconform.skiplists.yamlpos import load_data
+from torchconform.core.yamlpos import load_data
 from torchconform.suites import known_suites
 
 SETS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sets.yaml")

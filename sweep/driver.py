@@ -14,7 +14,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from torchconform.collectors.breakdown import breakdown, format_breakdown
+from torchconform.core.breakdown import breakdown, format_breakdown
 from torchconform.config import db_url
 from torchconform.errors import UserError
 from torchconform.suites.models import catalog
@@ -72,7 +72,7 @@ def resolve_profile(device: str, profile: str):
     for it (.torchconform/profiles/<device>.yaml, cli/backend_setup.py)."""
     import os
 
-    from torchconform.skiplists.profile import available_profiles, load_profile, shipped_profile_for
+    from torchconform.core.profile import available_profiles, load_profile, shipped_profile_for
 
     if not profile and device:
         generated = os.path.join(".torchconform", "profiles", f"{device}.yaml")   # backend_setup.GENERATED_DIR

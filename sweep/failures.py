@@ -8,8 +8,8 @@ so ingesting these messages again classifies them the same way.
 from __future__ import annotations
 
 from torchconform import procs
-from torchconform.collectors.classify import TIMEOUT_PREFIX
-from torchconform.collectors.outcome import CRASH, TIMEOUT, Outcome
+from torchconform.core.classify import TIMEOUT_PREFIX
+from torchconform.core.outcome import CRASH, TIMEOUT, Outcome
 from torchconform.suites.models.check import make_outcome
 
 # A worker that ran out of memory exits with this code (see sweep/worker.py).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from torchconform.collectors.outcome import ERROR, INTERRUPTED_MESSAGE
+from torchconform.core.outcome import ERROR, INTERRUPTED_MESSAGE
 from torchconform.db.queries import earlier_durations, latest_rows, stored_test_ids
 
 __all__ = ["earlier_durations", "stored_test_ids", "done_test_ids", "per_model"]

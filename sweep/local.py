@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.errors import UserError
 from torchconform.sweep import failures
 from torchconform.sweep.protocol import STARTUP_TIMEOUT, Settings, Task, TaskResult

@@ -13,11 +13,11 @@ import sys
 import time
 from collections import Counter
 
-from torchconform.collectors.outcome import FAILED, OUTCOMES, PASSED, SKIPPED, XFAIL, XPASS
+from torchconform.core.outcome import FAILED, OUTCOMES, PASSED, SKIPPED, XFAIL, XPASS
 
 MAX_INTERVAL = 600.0   # seconds: the longest wait between two plain lines
 
-# The breakdown's classes (collectors/breakdown.py format_breakdown), in its order and words.
+# The breakdown's classes (torchconform/core/breakdown.py format_breakdown), in its order and words.
 CLASSES = (("passed", PASSED), ("failed", FAILED), ("skipped", SKIPPED), ("xfail", {XFAIL}), ("xpass", {XPASS}))
 
 

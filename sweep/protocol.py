@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 
 # Seconds a worker may take to bring up the device before its first model (an engine
 # that has waited longer gives up on it); a model's own limit is Settings.timeout.

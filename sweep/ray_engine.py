@@ -173,7 +173,7 @@ class RayEngine:
         None when its node died and it should run again."""
         from ray.exceptions import NodeDiedError
 
-        from torchconform.collectors.outcome import Outcome
+        from torchconform.core.outcome import Outcome
         from torchconform.sweep.ray_task import RUNNING, STARTED
 
         task = flight.task

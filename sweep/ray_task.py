@@ -69,7 +69,7 @@ def stored_variants(store, run_id: int, model_id: str, variants) -> dict:
 def _bring_up(settings: Settings):
     import torch
 
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.profile import load_profile
     from torchconform.suites.models import backend
     from torchconform.sweep.worker import limit_memory
 

@@ -84,7 +84,7 @@ def main(conn, name: str, settings, index: int | None, parent_pid: int | None = 
     try:
         import torch
 
-        from torchconform.skiplists.profile import load_profile
+        from torchconform.core.profile import load_profile
         from torchconform.suites.models import backend
         from torchconform.suites.models.check import run_model
 

@@ -18,7 +18,7 @@ import pytest
 
 from support import child_env
 from test_backend_init import fake_backend, with_fake  # noqa: F401  (a fixture, used by name)
-from torchconform.collectors.outcome import repro_template
+from torchconform.core.outcome import repro_template
 from torchconform.collectors.sink_jsonl import read_jsonl
 from torchconform.collectors.worker import fallback_counts
 from torchconform.skiplists.backend_env import AUTOLOAD_ENV
@@ -146,7 +146,7 @@ def test_repro_names_profiles_and_environment_as_another_checkout_has_them(tmp_p
     from types import SimpleNamespace
 
     from torchconform.collectors.repro import checkout_root, repro_for
-    from torchconform.skiplists.profile import BackendProfile, load_profile
+    from torchconform.core.profile import BackendProfile, load_profile
 
     root = checkout_root()
     settings = SimpleNamespace(selection="quick", backend_module="")

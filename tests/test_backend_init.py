@@ -18,10 +18,10 @@ import pytest
 
 from support import child_env
 from torchconform.errors import UserError
-from torchconform.skiplists import profile_schema
+from torchconform.core import profile_schema
 from torchconform.skiplists.backend_env import distribution_of, portable_path, repro_environment
 from torchconform.skiplists.lint import lint
-from torchconform.skiplists.profile import BackendProfile, load_profile
+from torchconform.core.profile import BackendProfile, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 TC = [sys.executable, "-m", "torchconform"]

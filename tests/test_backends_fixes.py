@@ -13,7 +13,7 @@ from torchconform.census import records
 from torchconform.census.agreement import compare
 from torchconform.census.dispatch import Keys, Row, classify
 from torchconform.census.take import Census
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.db.store import open_store
 
 REPO = Path(__file__).resolve().parent.parent

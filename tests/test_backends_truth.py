@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, OUTCOMES
-from torchconform.skiplists.profile import load_profile
+from torchconform.core.outcome import BACKEND_SKIP_KINDS, OUTCOMES
+from torchconform.core.profile import load_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 TRUTHS = sorted((ROOT / "bench" / "backends").glob("*-truth.yaml"))

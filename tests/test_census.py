@@ -183,7 +183,7 @@ def test_cli_reads_stored_census_and_refuses_bad_input(store, tmp_path):
 
 def test_the_census_is_compared_with_what_the_builds_tests_found():
     from torchconform.census.agreement import compare
-    from torchconform.collectors.outcome import Outcome
+    from torchconform.core.outcome import Outcome
 
     rows = classify(sorted(TABLE), Keys("PrivateUse1", "AutogradPrivateUse1", backend_fallback=True), has)
     outcomes = [

@@ -40,7 +40,7 @@ def chain():
 
 
 def test_live_exception_names_the_root_operator(chain):
-    from torchconform.collectors.classify import classify_exception
+    from torchconform.core.classify import classify_exception
 
     name, torch = chain
     x = torch.ones(2, 4, device=name)

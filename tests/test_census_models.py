@@ -15,7 +15,7 @@ import pytest
 from torchconform.census import models
 from torchconform.census.dispatch import Row
 from torchconform.census.take import Census
-from torchconform.collectors.outcome import PASS, SKIP_BACKEND, Outcome
+from torchconform.core.outcome import PASS, SKIP_BACKEND, Outcome
 from torchconform.db.store import open_store
 
 from support import child_env
@@ -126,7 +126,7 @@ def test_add_outcomes_stores_the_sets_in_the_outcomes_transaction(tmp_path):
 def test_run_model_traces_eval_train_with_backward_and_compile(tmp_path):
     import torch
 
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.profile import load_profile
     from torchconform.suites.models.check import run_model
 
     path = tmp_path / "tiny.py"
@@ -276,7 +276,7 @@ DESIGN = {
 RUNNER = textwrap.dedent("""
     import json, sys
     import torch
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.profile import load_profile
     from torchconform.suites.models import backend
     from torchconform.suites.models.catalog import library_version
     from torchconform.suites.models.check import run_model

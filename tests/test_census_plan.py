@@ -13,7 +13,7 @@ import pytest
 from torchconform.census import impact, models, plan, records
 from torchconform.census.dispatch import Row
 from torchconform.census.take import Census
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.db import queries
 from torchconform.db.store import open_store
 from torchconform.errors import UserError

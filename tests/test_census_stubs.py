@@ -134,7 +134,7 @@ def test_on_refdev_boxed_the_census_the_ground_truth_and_a_real_call_agree():
     assert got["fallback"] == ["aten::sort.values_stable"]
     assert "_sparse_coo_tensor_with_dims_and_tensors" in got["said"]["spdiags"], got["said"]
     # and a run classifies that error as the device's missing operator, the one the census lists
-    from torchconform.collectors.classify import classify_text
+    from torchconform.core.classify import classify_text
 
     verdict = classify_text(got["said"]["spdiags"], "refdev")
     assert (verdict.outcome, verdict.kind, verdict.missing_op) == (

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.db.store import open_store
 
 TC = [sys.executable, "-m", "torchconform"]

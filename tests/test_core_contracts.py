@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from torchconform.collectors.breakdown import breakdown, format_breakdown
-from torchconform.collectors.outcome import (
+from torchconform.core.breakdown import breakdown, format_breakdown
+from torchconform.core.outcome import (
     BACKEND_SKIP_KINDS, MESSAGE_LIMIT, OUTCOMES, Outcome, bound_message,
 )
 from torchconform.config import db_url, mask_password

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchconform.collectors.classify import (
+from torchconform.core.classify import (
     MISSING_OP_PREFIX, Verdict, classify_text, refine_by_device_ops,
 )
 from torchconform.collectors.dispatchwatch import DispatchWatch, Seen

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from torchconform.collectors.classify import classify_text
-from torchconform.skiplists.profile import load_profile
+from torchconform.core.classify import classify_text
+from torchconform.core.profile import load_profile
 from tests.support import child_env
 
 HERE = Path(__file__).resolve().parent
@@ -142,7 +142,7 @@ def test_young_backend_lacks_all_to_all_and_never_overlaps(tmp_path):
     assert got["test_collective_all_reduce[c10d-float32]"]["dtype"] == "float32"
     overlap = got["test_overlap[overlap]"]
     assert overlap["outcome"] == "pass"
-    from torchconform.collectors.traitnotes import parse_trait_note
+    from torchconform.core.traitnotes import parse_trait_note
     name, body = parse_trait_note(overlap["message"])
     assert name == "overlap" and body["overlaps"] is False and body["fraction"] == 0.0
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from torchconform.collectors.classify import classify_text
-from torchconform.skiplists.profile import load_profile
+from torchconform.core.classify import classify_text
+from torchconform.core.profile import load_profile
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "distributed"

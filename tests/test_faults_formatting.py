@@ -16,10 +16,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "runner"))
 from runner_support import FIXTURES, by_name, run_pytest  # noqa: E402
 
-from torchconform.collectors.classify import (  # noqa: E402
+from torchconform.core.classify import (  # noqa: E402
     EXCEPTION_TEXT_LIMIT, classify_exception, exception_text, render_chain,
 )
-from torchconform.collectors.outcome import MESSAGE_LIMIT  # noqa: E402
+from torchconform.core.outcome import MESSAGE_LIMIT  # noqa: E402
 
 FIXTURE = FIXTURES / "fx_unprintable.py"
 UNPRINTABLE = {

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "runner"))
 from runner_support import FIXTURES, REPO, by_name, child_env, run_pytest  # noqa: E402
 
-from torchconform.collectors.outcome import INTERRUPTED_MESSAGE  # noqa: E402
+from torchconform.core.outcome import INTERRUPTED_MESSAGE  # noqa: E402
 
 TC = [sys.executable, "-m", "torchconform"]
 

@@ -23,7 +23,7 @@ from sqlalchemy import select, text
 
 from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from support import child_env
-from torchconform.collectors.outcome import INTERRUPTED_MESSAGE, Outcome
+from torchconform.core.outcome import INTERRUPTED_MESSAGE, Outcome
 from torchconform.db import locks, queries
 from torchconform.db.models import build_locks
 from torchconform.db.store import open_store, utcnow

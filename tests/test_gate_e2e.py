@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.db import queries
 from torchconform.db.store import open_store
 

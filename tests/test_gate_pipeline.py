@@ -7,7 +7,7 @@ import pytest
 from torchconform.ci.config import parse_config
 from torchconform.ci.flaky import Attempt, Confirmation
 from torchconform.ci.pipeline import gate_build, resolve_baseline
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.db import queries
 from torchconform.db.store import open_store
 from torchconform.errors import UserError

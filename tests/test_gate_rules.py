@@ -11,8 +11,8 @@ from torchconform.ci.gate import (
     rule_stale_expectations,
 )
 from torchconform.ci.report import failing_findings, junit_xml, markdown, write_outputs
-from torchconform.collectors.breakdown import breakdown
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.breakdown import breakdown
+from torchconform.core.outcome import Outcome
 from torchconform.errors import UserError
 
 

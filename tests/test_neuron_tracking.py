@@ -13,9 +13,9 @@ from runner_support import FIXTURES, by_name, child_env, run_pytest  # noqa: E40
 
 from torchconform.collectors import tracking  # noqa: E402
 from torchconform.errors import UserError  # noqa: E402
-from torchconform.skiplists.profile import BackendProfile, load_profile  # noqa: E402
-from torchconform.skiplists.profile_schema import check_profile  # noqa: E402
-from torchconform.skiplists.yamlpos import load_yaml  # noqa: E402
+from torchconform.core.profile import BackendProfile, load_profile  # noqa: E402
+from torchconform.core.profile_schema import check_profile  # noqa: E402
+from torchconform.core.yamlpos import load_yaml  # noqa: E402
 
 FIXTURE = FIXTURES / "fx_tracking.py"
 STANDIN = "torchconform.refdev.standin"

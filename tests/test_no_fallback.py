@@ -8,8 +8,8 @@ from torchconform.ci import gate
 from torchconform.ci.config import load_config
 from torchconform.cli.main import build_parser
 from torchconform.collectors import strict
-from torchconform.collectors.breakdown import breakdown, format_breakdown
-from torchconform.collectors.outcome import FALLBACK_FORBIDDEN, Outcome, check_outcome
+from torchconform.core.breakdown import breakdown, format_breakdown
+from torchconform.core.outcome import FALLBACK_FORBIDDEN, Outcome, check_outcome
 from torchconform.collectors.settings import no_fallback_flag
 from torchconform.errors import UserError
 

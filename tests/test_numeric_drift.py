@@ -14,8 +14,8 @@ import pytest
 from pg import db_url, pg_server  # noqa: F401  (fixtures)
 from torchconform.ci.config import parse_config
 from torchconform.ci.gate import evaluate
-from torchconform.collectors import numeric
-from torchconform.collectors.outcome import Outcome
+from torchconform.core import numeric
+from torchconform.core.outcome import Outcome
 from torchconform.db import drift, migrate, queries
 from torchconform.db.export import export
 from torchconform.db.ingest import ingest
@@ -55,7 +55,7 @@ def test_errors_of_a_comparison():
 def test_the_models_suite_records_its_comparisons(tmp_path):
     import torch
 
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.profile import load_profile
     from torchconform.suites.models.check import run_model
     from torchconform.suites.models.compare import assert_same
 

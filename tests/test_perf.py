@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from torchconform.ci.config import parse_config
-from torchconform.collectors import perf
-from torchconform.collectors.outcome import Outcome
+from torchconform.core import perf
+from torchconform.core.outcome import Outcome
 from torchconform.db import perf as perf_db
 from torchconform.db.store import open_store
 from torchconform.errors import UserError

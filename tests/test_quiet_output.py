@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from support import child_env
-from torchconform.collectors.outcome import FAILED, PASSED, SKIPPED, XFAIL, XPASS, Outcome
+from torchconform.core.outcome import FAILED, PASSED, SKIPPED, XFAIL, XPASS, Outcome
 
 TC = [sys.executable, "-m", "torchconform"]
 SMALL = ["run", "--ops", "abs", "-n", "0", "--no-db"]

@@ -140,7 +140,8 @@ def test_dispatcher_shows_the_backend_fallback(boxed):
     for op in ("aten::nonzero", "aten::sort.values_stable"):
         line = boxed["table"][op]
         assert "boxed_fallback.cpp" in line and "[backend fallback]" in line, line
-    assert "refdev.cpp" in boxed["table"]["aten::add.out"] and "[kernel]" in boxed["table"]["aten::add.out"]
+    add_out = boxed["table"]["aten::add.out"]
+    assert "refdev/csrc/aten/control.cpp" in add_out and "[kernel]" in add_out
     assert boxed["describe"]["dispatch_keys"]["PrivateUse1"]["backend_fallback"] == "cpu_fallback"
 
 

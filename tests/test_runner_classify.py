@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from torchconform.collectors.classify import (
+from torchconform.core.classify import (
     SKIPLIST_PREFIX, classify_exception, classify_text, exception_chain,
 )
-from torchconform.skiplists.profile import load_profile
+from torchconform.core.profile import load_profile
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "runner"))
 
@@ -128,7 +128,7 @@ def test_torchconform_prefixes_and_statuses(refdev):
 
 
 def test_live_skip_and_timeout_exceptions(refdev):
-    from torchconform.collectors.classify import TestTimeout
+    from torchconform.core.classify import TestTimeout
     assert classify_exception(unittest.SkipTest("Only runs on cuda"), refdev).outcome == "skip_eligibility"
     assert classify_exception(TestTimeout("x exceeded 1 s"), refdev).outcome == "timeout"
 

@@ -57,7 +57,7 @@ def test_compile_variant_notes_graphs(cli_run):
     assert compiled and compiled[0].outcome == "pass"
     # refdev's profile compiles with refdev's own backend (aot_eager underneath)
     assert compiled[0].message == "compiled: backend=refdev graphs=1 graph_breaks=0 recompiles=0"
-    from torchconform.collectors.notes import parse_compile_note
+    from torchconform.core.notes import parse_compile_note
     assert parse_compile_note(compiled[0].message)["graph_breaks"] == 0
 
 

@@ -13,8 +13,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "runner"))
 from runner_support import FIXTURES, REPO, by_name, child_env, run_pytest  # noqa: E402
 
-from torchconform.collectors.breakdown import breakdown, format_breakdown, make_breakdown, pass_rate  # noqa: E402
-from torchconform.collectors.outcome import Outcome  # noqa: E402
+from torchconform.core.breakdown import breakdown, format_breakdown, make_breakdown, pass_rate  # noqa: E402
+from torchconform.core.outcome import Outcome  # noqa: E402
 
 FIXTURE = FIXTURES / "fx_device_touch.py"
 BUILD = "touch-young"
@@ -166,7 +166,7 @@ def clean():
 RUN_MODELS = '''
 import json, sys
 from torchconform import refdev
-from torchconform.skiplists.profile import load_profile
+from torchconform.core.profile import load_profile
 from torchconform.suites.models.check import run_model
 dev = refdev.load()
 print(json.dumps({f: [(o.outcome, o.message) for o in run_model(f"py/{sys.argv[1]}::{f}", dev + ":0",

@@ -173,7 +173,7 @@ def test_op_is_recovered_through_wrapped_methods(shape):
 # -- compile note -----------------------------------------------------------------------
 
 def test_compile_note_round_trips():
-    from torchconform.collectors.notes import compile_note, parse_compile_note
+    from torchconform.core.notes import compile_note, parse_compile_note
 
     text = compile_note("aot_eager", 2, 1, 3)
     assert text == "compiled: backend=aot_eager graphs=2 graph_breaks=1 recompiles=3"

@@ -13,8 +13,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "runner"))
 from runner_support import OPS_SUITE, REPO, by_name, child_env, run_pytest  # noqa: E402
 
-from torchconform.collectors.classify import classify_text  # noqa: E402
-from torchconform.skiplists.profile import load_profile  # noqa: E402
+from torchconform.core.classify import classify_text  # noqa: E402
+from torchconform.core.profile import load_profile  # noqa: E402
 
 # add: complex64 is in the quick rule for it; atan2: a compile placeholder op of
 # young-backend; flip: young-backend's leaking operator.  -k keeps it to seconds.

@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "runner"))
 from runner_support import FIXTURES, REPO, by_name, child_env, run_pytest  # noqa: E402
 
-from torchconform.collectors.outcome import OUTCOMES  # noqa: E402
+from torchconform.core.outcome import OUTCOMES  # noqa: E402
 
 EXPECTED = {
     "test_pass": ("pass", ""),

@@ -582,7 +582,7 @@ def nightly_site(tmp_path_factory):
     """The fixture store's site with one full main build (b1, b2 past --full-builds 1), then a
     nightly b4 with a test new to the numbering whose id sorts first (positions are kept, so it
     comes after every other: the pages must still read in id order)."""
-    from torchconform.collectors.outcome import Outcome
+    from torchconform.core.outcome import Outcome
     from torchconform.dashboard import build_site
     from torchconform.db.store import open_store
 

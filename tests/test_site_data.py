@@ -9,7 +9,7 @@ from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from test_store_lean_reads import two_builds
 from test_store_queries import O, store_build
 from torchconform.dashboard import build_data
-from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, OUTCOMES
+from torchconform.core.outcome import BACKEND_SKIP_KINDS, OUTCOMES
 from torchconform.dashboard.build_data import BuildData, TestTable
 from torchconform.dashboard.pages import matrix
 from torchconform.dashboard.styles import BY_KEY

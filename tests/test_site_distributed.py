@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from torchconform.collectors.outcome import Outcome
-from torchconform.collectors.traitnotes import not_measurable, trait_note
+from torchconform.core.outcome import Outcome
+from torchconform.core.traitnotes import not_measurable, trait_note
 from torchconform.dashboard import build_site, distributed
 from torchconform.db.store import open_store
 

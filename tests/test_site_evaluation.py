@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from torchconform.collectors.notes import parse_timing_note, timing_note
-from torchconform.collectors.outcome import Outcome
-from torchconform.collectors.traitnotes import trait_note
+from torchconform.core.notes import parse_timing_note, timing_note
+from torchconform.core.outcome import Outcome
+from torchconform.core.traitnotes import trait_note
 from torchconform.db.store import open_store
 
 EVIL = "py/<b>evil</b>.py::m"

@@ -1,4 +1,4 @@
-"""Why a test failed: the message normaliser and failure clusters (collectors/clusters.py), the
+"""Why a test failed: the message normaliser and failure clusters (torchconform/core/clusters.py), the
 site's per-build failure data and clusters page, user categories, and the gate's clusters."""
 import json
 import sys
@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "site"))
 import site_files  # noqa: E402
 
 from torchconform.ci.pipeline import gate_build
-from torchconform.collectors.clusters import Failure, cluster, load_categories, order, signature
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.clusters import Failure, cluster, load_categories, order, signature
+from torchconform.core.outcome import Outcome
 from torchconform.dashboard import build_site
 from torchconform.dashboard.pages.search import read_data_file
 from torchconform.db.store import open_store

@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.errors import UserError
 from torchconform.skiplists.entries import TestInfo, first_match, info_from_outcome, ref_from_message
 from torchconform.skiplists.lint import lint
@@ -108,7 +108,7 @@ def test_skip_reason_carries_the_entry(tmp_path):
     assert reason.startswith("torchconform skiplist: list.yaml::sort-stable: stable sort")
     assert ref_from_message("Skipped: " + reason) == "list.yaml::sort-stable"
     # The runner's classifier reads the same reference out of the reason.
-    from torchconform.collectors.classify import classify_text
+    from torchconform.core.classify import classify_text
 
     v = classify_text(reason, None, status="skipped")
     assert (v.outcome, v.kind, v.skiplist_entry) == ("skip_backend", "skiplist", "list.yaml::sort-stable")

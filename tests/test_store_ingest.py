@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
-from torchconform.collectors.breakdown import breakdown
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.breakdown import breakdown
+from torchconform.core.outcome import Outcome
 from torchconform.collectors.sink_junit import write_junit
 from torchconform.db import queries
 from torchconform.db.ingest import ingest

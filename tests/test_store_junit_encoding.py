@@ -8,7 +8,7 @@ import signal
 import pytest
 
 from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.collectors.sink_junit import decode_tc, encode_tc, suite_defaults, write_junit
 from torchconform.db import ingest as ingest_module
 from torchconform.db import junit_parse

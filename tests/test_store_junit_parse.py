@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.collectors.sink_junit import write_junit
 from torchconform.db import junit_parse
 from torchconform.db.junit_reader import parse_junit

@@ -2,7 +2,7 @@
 import pytest
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from torchconform.collectors.outcome import FAIL, PASS, Outcome
+from torchconform.core.outcome import FAIL, PASS, Outcome
 from torchconform.db import once
 from torchconform.db.store import open_store
 

@@ -4,8 +4,8 @@ import json
 import pytest
 
 from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
-from torchconform.collectors.breakdown import breakdown
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.breakdown import breakdown
+from torchconform.core.outcome import Outcome
 from torchconform.db import queries
 from torchconform.db.store import open_store
 from torchconform.errors import UserError

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import inspect, text
 
 from pg import db_url, pg_server  # noqa: F401  (fixtures)
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.db import migrate, queries
 from torchconform.db.models import HEAD_REVISION
 from torchconform.db.store import make_engine, open_store

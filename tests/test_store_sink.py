@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from pg import db_url, pg_server  # noqa: F401  (fixtures)
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.db import queries
 from torchconform.db.sink import StoreSink, build_metadata
 from torchconform.db.store import open_store

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from torchconform.collectors.outcome import CRASH, PASS, TIMEOUT
+from torchconform.core.outcome import CRASH, PASS, TIMEOUT
 from torchconform.sweep.driver import SweepOptions, run_sweep
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "zoo", "faulty.py")

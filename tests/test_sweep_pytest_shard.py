@@ -26,7 +26,7 @@ def test_shards_of_pytest_items_are_disjoint_and_complete(tmp_path):
 
 GROWING = '''
 import os, pytest
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.db.store import open_store
 
 @pytest.mark.parametrize("i", range(12))
@@ -47,7 +47,7 @@ def test_replacement_worker_deselects_what_the_controller_saw(tmp_path):
     """--tc-sweep-resume under xdist: every worker, a replacement started after the store
     grew too, deselects the same items (read once by the controller), else xdist's index
     scheduling ends the run with an INTERNALERROR."""
-    from torchconform.collectors.outcome import Outcome
+    from torchconform.core.outcome import Outcome
     from torchconform.db.store import open_store
 
     (tmp_path / "test_many.py").write_text(GROWING)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.usefixtures("one_ray_at_a_time")
 
 from sqlalchemy import func, select  # noqa: E402
 
-from torchconform.collectors.outcome import CRASH, PASS, TIMEOUT  # noqa: E402
+from torchconform.core.outcome import CRASH, PASS, TIMEOUT  # noqa: E402
 from torchconform.db.models import results, tests  # noqa: E402
 from torchconform.db.store import open_store  # noqa: E402
 from torchconform.sweep.driver import SweepOptions, run_sweep  # noqa: E402

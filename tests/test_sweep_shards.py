@@ -3,7 +3,7 @@ import io
 
 import pytest
 
-from torchconform.collectors.outcome import Outcome
+from torchconform.core.outcome import Outcome
 from torchconform.db.store import open_store
 from torchconform.errors import UserError
 from torchconform.sweep import history, shards

@@ -13,8 +13,8 @@ from runner_support import REPO, by_name, child_env, run_pytest  # noqa: E402
 
 from torchconform.ci.gate import evaluate, index  # noqa: E402
 from torchconform.ci.pipeline import gate_build  # noqa: E402
-from torchconform.collectors.breakdown import breakdown, format_breakdown  # noqa: E402
-from torchconform.collectors.outcome import Outcome, check_outcome  # noqa: E402
+from torchconform.core.breakdown import breakdown, format_breakdown  # noqa: E402
+from torchconform.core.outcome import Outcome, check_outcome  # noqa: E402
 from torchconform.collectors.traitfail import (  # noqa: E402
     VIA_RERUN, attributed, candidate_trait, declared_traits, downcast_trait, parse_mismatch, rule_reason,
 )
@@ -22,7 +22,7 @@ from torchconform.collectors.traitrerun import TraitAttribution, rerun_argv  # n
 from torchconform.dashboard.per_build import merge_breakdowns  # noqa: E402
 from torchconform.db import queries  # noqa: E402
 from torchconform.db.store import open_store  # noqa: E402
-from torchconform.skiplists.profile import BackendProfile  # noqa: E402
+from torchconform.core.profile import BackendProfile  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "traits" / "fx_trait_fail.py"
 POLICY = {"downcast": {"float64": "float32", "complex128": "complex64"}}

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from support import child_env
-from torchconform.collectors.outcome import MESSAGE_LIMIT
-from torchconform.collectors.traitnotes import not_measurable, parse_trait_note, trait_note, traits_from_messages
+from torchconform.core.outcome import MESSAGE_LIMIT
+from torchconform.core.traitnotes import not_measurable, parse_trait_note, trait_note, traits_from_messages
 from torchconform.errors import UserError
 from torchconform.suites.traits.readback import lookup
 
@@ -131,7 +131,7 @@ def test_a_profile_that_misdeclares_precision_fails(tmp_path):
 
 def test_refdev_dtype_policy_is_derived_from_describe(monkeypatch):
     from torchconform import refdev
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.profile import load_profile
 
     # A refdev loaded in this process (another test's) is the truth for it: read the files instead.
     monkeypatch.setattr(refdev, "_loaded", None)
@@ -147,7 +147,7 @@ def test_refdev_dtype_policy_is_derived_from_describe(monkeypatch):
 
 
 def test_bad_derived_downcast_is_one_line_user_error(tmp_path):
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.profile import load_profile
 
     path = tmp_path / "profile.yaml"
     path.write_text("device: refdev\ndtype_policy:\n  downcast: {from: 'no_such_module_x:f'}\n")

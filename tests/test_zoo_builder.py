@@ -7,9 +7,9 @@ import torch
 
 pytest.importorskip("transformers", reason="extra zoo: pip install 'torchconform[zoo]'")
 
-from torchconform.collectors.outcome import PASS, SKIP_ELIGIBILITY  # noqa: E402
+from torchconform.core.outcome import PASS, SKIP_ELIGIBILITY  # noqa: E402
 from torchconform.errors import UserError  # noqa: E402
-from torchconform.skiplists.profile import load_profile  # noqa: E402
+from torchconform.core.profile import load_profile  # noqa: E402
 from torchconform.suites.models import catalog, compare, hf  # noqa: E402
 from torchconform.suites.models.check import run_model  # noqa: E402
 from torchconform.suites.models.spec import Unbuildable  # noqa: E402
@@ -312,8 +312,8 @@ def model():
 def test_warm_timing_calls_do_not_change_what_is_compared(tmp_path, warm_calls):
     """The compared result is each run's first call, traced or not, however many warm calls
     follow (a model drawing random numbers in forward gets other gradients from each)."""
-    from torchconform.collectors.notes import parse_timing_note
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.notes import parse_timing_note
+    from torchconform.core.profile import load_profile
     from torchconform.suites.models.catalog import library_version
     from torchconform.suites.models.check import run_model
 

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("transformers", reason="extra zoo: pip install 'torchconform[zoo]'")
 
-from torchconform.collectors.outcome import MISSING_OP, PASS, PASS_FALLBACK, SKIP_BACKEND  # noqa: E402
+from torchconform.core.outcome import MISSING_OP, PASS, PASS_FALLBACK, SKIP_BACKEND  # noqa: E402
 from torchconform.sweep.driver import SweepOptions, run_sweep  # noqa: E402
 
 

@@ -16,7 +16,7 @@ pytest.importorskip("timm", reason="extra vision: make vision-test (its own venv
 
 import torch  # noqa: E402
 
-from torchconform.collectors.outcome import PASS, SKIP_ELIGIBILITY  # noqa: E402
+from torchconform.core.outcome import PASS, SKIP_ELIGIBILITY  # noqa: E402
 from torchconform.suites.models import catalog, vision  # noqa: E402
 from torchconform.suites.models.spec import Unbuildable  # noqa: E402
 

@@ -1,8 +1,8 @@
 """Build page: breakdown, per suite, per test file, top missing operators, links to the rest."""
 from __future__ import annotations
 
-from torchconform.collectors.breakdown import format_breakdown
-from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, OUTCOMES
+from torchconform.core.breakdown import format_breakdown
+from torchconform.core.outcome import BACKEND_SKIP_KINDS, OUTCOMES
 from torchconform.dashboard import charts, distributed
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.styles import breakdown_counts, pass_rate

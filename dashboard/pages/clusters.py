@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from torchconform.collectors.clusters import Cluster, Failure, order
-from torchconform.collectors.outcome import CRASH, ERROR, FAIL, TIMEOUT
+from torchconform.core.clusters import Cluster, Failure, order
+from torchconform.core.outcome import CRASH, ERROR, FAIL, TIMEOUT
 from torchconform.dashboard.tables import Table
 
 OUTCOME_COLUMNS = (FAIL, ERROR, CRASH, TIMEOUT)

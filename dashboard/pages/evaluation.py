@@ -7,7 +7,7 @@ From the build's one read (build_data.BuildData) and its baseline's:
 - the environment the run really had (stored on every build; the traits suite's note
   when the build ran it);
 - numerical error per operator x dtype over passing tests, largest relative error first,
-  and its growth against the baseline over the tests passing in both (collectors/numeric.py,
+  and its growth against the baseline over the tests passing in both (torchconform/core/numeric.py,
   what the gate's ``numeric_drift`` rule judges);
 - execution cost per model and run: the device's and CPU's cold time (first call, compile
   included) and warm time (median of the calls after it), each with its device/CPU ratio,
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchconform.collectors.notes import parse_timing_note
-from torchconform.collectors.numeric import drift, op_dtype_max
-from torchconform.collectors.outcome import PASSED
-from torchconform.collectors.traitnotes import traits_from_messages
+from torchconform.core.notes import parse_timing_note
+from torchconform.core.numeric import drift, op_dtype_max
+from torchconform.core.outcome import PASSED
+from torchconform.core.traitnotes import traits_from_messages
 from torchconform.dashboard.build_data import RESULT_COLUMNS
 from torchconform.dashboard.tables import Table
 from torchconform.suites.traits.readback import ENVIRONMENT_KEYS, SUITE as TRAITS_SUITE, compare_traits, value_text

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchconform.collectors.outcome import BACKEND_SKIP_KINDS, OUTCOMES
+from torchconform.core.outcome import BACKEND_SKIP_KINDS, OUTCOMES
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.styles import BY_KEY
 from torchconform.dashboard.tables import Table

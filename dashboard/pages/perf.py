@@ -3,7 +3,7 @@ the perf suite (docs/perf.md):
 
 - every timed operator x dtype x direction: first call and warm min / median / max on the
   device and on CPU, the device/CPU ratio, and against the baseline its ratio, change and
-  verdict (collectors/perf.py, what the gate's ``perf_regression`` judges); sortable, with
+  verdict (torchconform/core/perf.py, what the gate's ``perf_regression`` judges); sortable, with
   JSON and CSV downloads;
 - the device/CPU ratio as a bar chart (log scale), slowest relative to CPU first;
 - each operator's ratio across the build's series up to it (db/perf.history).
@@ -17,7 +17,7 @@ import math
 
 from markupsafe import Markup, escape
 
-from torchconform.collectors import perf
+from torchconform.core import perf
 from torchconform.dashboard.tables import Table
 
 ROWS_SHOWN = 200

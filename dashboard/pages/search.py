@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from torchconform.collectors.outcome import (BACKEND_SKIP_KINDS, FAILED, HOST_ONLY, MISSING_OP, OUTCOMES, PASS,
+from torchconform.core.outcome import (BACKEND_SKIP_KINDS, FAILED, HOST_ONLY, MISSING_OP, OUTCOMES, PASS,
                                              SKIP_BACKEND, SKIPPED, Outcome)
 from torchconform.dashboard.encoding import DIGITS, column, decode_digits, digits_width, encode_digits  # noqa: F401
 from torchconform.dashboard.model import BuildInfo
@@ -46,7 +46,7 @@ def outcome_names() -> dict[str, str]:
 
     A stored outcome (pass, skip_backend...) names every code it is split into (pass:
     native and host-only; skip_backend: each kind), a kind names its own code, and
-    ``failed`` / ``skipped`` the groups of collectors/outcome.py."""
+    ``failed`` / ``skipped`` the groups of torchconform/core/outcome.py."""
     names: dict[str, str] = {}
 
     def add(name, code):

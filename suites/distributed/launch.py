@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from torchconform.collectors.classify import CRASH_PREFIX, TIMEOUT_PREFIX
+from torchconform.core.classify import CRASH_PREFIX, TIMEOUT_PREFIX
 from torchconform.procs import describe_exit, die_with_parent
 
 WORLD_SIZE_ENV = "TORCHCONFORM_WORLD_SIZE"

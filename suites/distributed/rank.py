@@ -18,7 +18,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from torchconform.collectors.classify import C10D_BACKEND_PREFIX, DEVICE_API_PREFIX
+from torchconform.core.classify import C10D_BACKEND_PREFIX, DEVICE_API_PREFIX
 
 
 @dataclass
@@ -100,7 +100,7 @@ def backend_string(device_type: str, profile) -> str:
 
 def _setup() -> Context:
     from torchconform.collectors.device import setup_device
-    from torchconform.skiplists.profile import load_profile
+    from torchconform.core.profile import load_profile
 
     device_type = os.environ.get("TORCHCONFORM_DEVICE") or "cpu"
     profile = load_profile(os.environ.get("TORCHCONFORM_PROFILE") or device_type)
@@ -139,7 +139,7 @@ def main(argv: list[str]) -> int:
         with check.watch() if check else contextlib.nullcontext() as touch:
             values = getattr(importlib.import_module(module), func)(ctx) or {}
     except BaseException as exc:  # every failure is the test's result, reported whole
-        from torchconform.collectors.classify import render_chain
+        from torchconform.core.classify import render_chain
 
         error = f"{type(exc).__name__}: {exc}\n{render_chain(exc)}"
         words = c10d_backend_words(error, os.environ.get("TORCHCONFORM_DEVICE") or "cpu")

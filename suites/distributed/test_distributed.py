@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from torchconform.collectors.notes import note
-from torchconform.collectors.traitnotes import trait_note
+from torchconform.core.notes import note
+from torchconform.core.traitnotes import trait_note
 from torchconform.suites.distributed import launch
 
 PROGRAMS = "torchconform.suites.distributed.programs"

@@ -35,9 +35,9 @@ from typing import Callable
 
 from torchconform.census import modeltrace
 from torchconform.collectors.devicecheck import DeviceCheck
-from torchconform.collectors.notes import timing_note
-from torchconform.collectors.numeric import Tally
-from torchconform.collectors.outcome import ERROR, PASS, PASS_FALLBACK, SKIP_ELIGIBILITY, Outcome
+from torchconform.core.notes import timing_note
+from torchconform.core.numeric import Tally
+from torchconform.core.outcome import ERROR, PASS, PASS_FALLBACK, SKIP_ELIGIBILITY, Outcome
 from torchconform.suites.models import backend as backend_mod
 from torchconform.suites.models import catalog
 from torchconform.suites.models.compare import assert_same, flatten
@@ -245,14 +245,14 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
     that a crash loses only the run it interrupted).  ``traced``: (variant, torch
     version, library version) of the operator sets the store has; those are not traced.
     ``warm_calls``: calls after the first whose median is the warm time of a passing
-    run's ``timing:`` note (collectors/notes.py), on the device and on CPU; 0: cold only.
+    run's ``timing:`` note (torchconform/core/notes.py), on the device and on CPU; 0: cold only.
 
     Running out of memory is not an outcome of the model but of the process:
     ``MemoryError`` (and allocator failures) propagate, and the sweep worker
     dies like the kernel's OOM killer would have killed it."""
     import torch
 
-    from torchconform.collectors.classify import classify_exception
+    from torchconform.core.classify import classify_exception
 
     compile_backend = compile_backend or profile.compile_backend or "eager"
     start = time.perf_counter()

@@ -46,7 +46,7 @@ def flatten(value, prefix: str = "out") -> dict:
 
 def assert_same(actual: dict, expected: dict, kind: str, tally=None) -> None:
     """Raise AssertionError naming the first tensor that differs beyond tolerance.
-    ``tally`` (collectors.numeric.Tally): gets the errors of every tensor compared."""
+    ``tally`` (core.numeric.Tally): gets the errors of every tensor compared."""
     import torch
 
     missing = sorted(set(expected) - set(actual))

@@ -30,7 +30,7 @@ import sys
 import yaml
 
 from torchconform.errors import UserError
-from torchconform.skiplists.yamlpos import load_data
+from torchconform.core.yamlpos import load_data
 from torchconform.suites.models.data_files import data_path
 
 _PIN = re.compile(r"^transformers-(?P<transformers>.+)-torch-(?P<torch>\d+\.\d+)\.yaml$")

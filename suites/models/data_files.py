@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from torchconform.skiplists.yamlpos import load_data
+from torchconform.core.yamlpos import load_data
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 

@@ -33,7 +33,7 @@ CONFIG_FILE = "config.json"
 
 def read_entries(path: str) -> list[str]:
     """The raw entries of a list file: YAML list, mapping with ``models:``, or one per line."""
-    from torchconform.skiplists.yamlpos import YamlAliasError, YamlError, load_data
+    from torchconform.core.yamlpos import YamlAliasError, YamlError, load_data
 
     with open(path, encoding="utf-8") as fh:
         text = fh.read()

@@ -122,8 +122,8 @@ def check_reference_on_cpu(result, op_name: str) -> None:
 def device_failure_verdict(exc: BaseException):
     """The classifier's verdict when ``exc`` is the device's doing (a missing operator,
     collective, dtype...: any backend skip), else None."""
-    from torchconform.collectors.classify import classify_exception
-    from torchconform.collectors.outcome import SKIP_BACKEND
+    from torchconform.core.classify import classify_exception
+    from torchconform.core.outcome import SKIP_BACKEND
     from torchconform.suites.common import active_profile
 
     verdict = classify_exception(exc, active_profile())
@@ -133,8 +133,8 @@ def device_failure_verdict(exc: BaseException):
 def _creation_blocked(exc: Exception) -> unittest.SkipTest | None:
     """A skip saying a missing operator blocked making the samples, or None when
     ``exc`` is not a missing operator."""
-    from torchconform.collectors.classify import exception_chain
-    from torchconform.collectors.outcome import MISSING_OP
+    from torchconform.core.classify import exception_chain
+    from torchconform.core.outcome import MISSING_OP
 
     verdict = device_failure_verdict(exc)
     if verdict is None or verdict.kind != MISSING_OP:

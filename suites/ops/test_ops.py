@@ -16,7 +16,7 @@ OpInfo's own skips and expected failures for ``TestCommon`` apply:
 * ``compile_compare_cpu``: ``torch.compile`` with the profile's compile backend on
   the first sample; a passing outcome's message is
   ``compiled: backend=B graphs=N graph_breaks=N recompiles=N``
-  (``torchconform.collectors.notes.parse_compile_note`` reads it back).
+  (``torchconform.core.notes.parse_compile_note`` reads it back).
 
 Samples are made on the device (``--tc-samples-on cpu``: on CPU, then copied); the CPU
 reference runs on a copy with every tensor on CPU and every argument naming the device
@@ -25,7 +25,7 @@ a sample CPU cannot compute (``samples.py``).
 
 Every comparison goes through ``suites.common.assert_close_to_cpu``, which records the
 largest absolute and relative error against CPU on the test's outcome
-(``max_abs_err``/``max_rel_err``, collectors/numeric.py).
+(``max_abs_err``/``max_rel_err``, torchconform/core/numeric.py).
 
 Classes are named after the device (``TestCommonREFDEV``, ``TestCommonNEURON``,
 ``TestCommonCPU``), as upstream PyTorch names them once the PrivateUse1 base knows
@@ -39,8 +39,8 @@ from torch.testing._internal.common_device_type import OpDTypes, instantiate_dev
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_utils import TestCase, run_tests
 
-from torchconform.collectors.classify import NOT_EXECUTED_PREFIX, TestTimeout
-from torchconform.collectors.notes import compile_note, note
+from torchconform.core.classify import NOT_EXECUTED_PREFIX, TestTimeout
+from torchconform.core.notes import compile_note, note
 from torchconform.suites.common import (
     active_profile, assert_close_to_cpu, check_executed, compile_backend, missing_op_guard,
     name_device_test_base, scalar_loss, tensors_in, to_cpu, tolerances,

@@ -7,7 +7,7 @@ dtype it supports on the device (an operator the device lacks ends as a backend 
 it, so the timings cover what the device implements or falls back on).
 
 Each test times the forward call and, where the op and dtype have a gradient, the backward
-(``measure.py``), leaves one row per direction on its outcome (collectors/perf.py), and
+(``measure.py``), leaves one row per direction on its outcome (torchconform/core/perf.py), and
 passes with a one-line ``perf:`` note; the store keeps the rows per build (``perf_results``).
 """
 from __future__ import annotations

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 
 import torch
 
-from torchconform.collectors.perf import BACKWARD, FORWARD
+from torchconform.core.perf import BACKWARD, FORWARD
 from torchconform.errors import UserError
 from torchconform.suites.ops.samples import tensors_in
 from torchconform.gcpause import no_cyclic_gc

@@ -2,7 +2,7 @@
 operator on the device and on CPU in the same test (measure.py; docs/perf.md).
 
 A passing test's message is its ``perf:`` note; its rows (forward, and backward where the op
-and dtype have a gradient) travel on the outcome to the store (collectors/perf.py).  A missing
+and dtype have a gradient) travel on the outcome to the store (torchconform/core/perf.py).  A missing
 operator is a backend skip naming it, as in the ops suite; forward rows measured before a
 backward that hits a missing operator are kept.
 """
@@ -13,8 +13,8 @@ from torch.testing._internal.common_device_type import instantiate_device_type_t
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_utils import TestCase, run_tests
 
-from torchconform.collectors import perf
-from torchconform.collectors.notes import note
+from torchconform.core import perf
+from torchconform.core.notes import note
 from torchconform.suites.common import missing_op_guard, name_device_test_base
 from torchconform.suites.ops.samples import cpu_copy, device_failure_verdict, device_samples
 from torchconform.suites.ops.selection import full_name, select_ops

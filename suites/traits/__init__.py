@@ -1,7 +1,7 @@
 """The traits suite: device probes, one ordinary test per trait of the backend
 (precision, non-contiguous copies, static shapes, fallback, placeholder outputs,
 memory statistics, environment), each measured against CPU through public APIs
-and recorded as a trait note on its outcome (``collectors/traitnotes.py``,
+and recorded as a trait note on its outcome (``torchconform/core/traitnotes.py``,
 format in docs/traits.md).  ``summary --json`` reads the notes back as ``traits``.
 
 Run it as ``torchconform run --suite traits --device refdev|cpu|...``.

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 import torch
 
-from torchconform.collectors.classify import classify_exception
-from torchconform.collectors.outcome import MISSING_OP
+from torchconform.core.classify import classify_exception
+from torchconform.core.outcome import MISSING_OP
 from torchconform.suites.common import active_profile, device_type
 
 

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from torchconform.collectors.traitnotes import not_measurable
+from torchconform.core.traitnotes import not_measurable
 from torchconform.suites.common import active_profile
 from torchconform.suites.traits import backend
 

@@ -6,7 +6,7 @@ import contextlib
 
 import torch
 
-from torchconform.collectors.traitnotes import not_measurable
+from torchconform.core.traitnotes import not_measurable
 from torchconform.suites.common import active_profile
 from torchconform.suites.traits import backend
 from torchconform.suites.traits.workload import eager_fallback_workload

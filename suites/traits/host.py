@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from torchconform.collectors import environment
-from torchconform.collectors.traitnotes import not_measurable
+from torchconform.core.traitnotes import not_measurable
 from torchconform.suites.common import active_profile
 from torchconform.suites.traits import backend
 

@@ -2,7 +2,7 @@
 outcomes (latest result per test), for ``summary --json`` and the text summary."""
 from __future__ import annotations
 
-from torchconform.collectors.traitnotes import traits_from_messages
+from torchconform.core.traitnotes import traits_from_messages
 
 SUITE = "traits"
 # One line per trait in the text summary: (label, dotted key of the traits dict).

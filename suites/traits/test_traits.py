@@ -5,8 +5,8 @@ and leaves the measurement as a trait note, the message of its passing outcome
 ``"measurable": false`` and the reason, never a guess."""
 import pytest
 
-from torchconform.collectors.notes import note
-from torchconform.collectors.traitnotes import trait_note
+from torchconform.core.notes import note
+from torchconform.core.traitnotes import trait_note
 from torchconform.suites.traits import compiled, eager, host
 
 

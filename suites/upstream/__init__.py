@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 from torchconform.errors import UserError
-from torchconform.skiplists.yamlpos import load_data
+from torchconform.core.yamlpos import load_data
 
 SRC_ENV = "TORCHCONFORM_PYTORCH_SRC"
 FILES_ENV = "TORCHCONFORM_UPSTREAM_FILES"          # comma-separated, like --files

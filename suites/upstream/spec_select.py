@@ -27,7 +27,7 @@ def load_plan(path: str) -> ns.Spec:
     if path.endswith(".json"):
         return ns.parse_spec(path)
     from torchconform.skiplists.neuron_spec_io import check_section
-    from torchconform.skiplists.yamlpos import load_data
+    from torchconform.core.yamlpos import load_data
 
     section = (load_data(path) or {}).get("spec") if os.path.isfile(path) else None
     if section is None and not os.path.isfile(path):

@@ -1,6 +1,6 @@
 """Numerical drift: each result's largest absolute and relative error against the CPU reference.
 
-Two nullable floats on ``results`` (collectors/numeric.py): NULL for a test that
+Two nullable floats on ``results`` (torchconform/core/numeric.py): NULL for a test that
 compared nothing, and for every result stored before this revision.  Added in
 place (no table copy, no index: the drift queries read them with the rows they
 already scan), so upgrading a large store is quick.

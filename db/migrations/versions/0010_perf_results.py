@@ -1,5 +1,5 @@
 """Per-operator performance: ``perf_results``, one row per timed operator x dtype x direction
-of a build's perf suite (collectors/perf.py, db/perf.py).
+of a build's perf suite (torchconform/core/perf.py, db/perf.py).
 
 A new table only: no existing row is touched, so the upgrade is instant at any size.
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from torchconform.core.outcome import PASSED
+
 FIELDS = ("max_abs_err", "max_rel_err")
 
 
@@ -140,16 +142,6 @@ def take() -> list | None:
     return None if tally.max_abs is None else [tally.max_abs, tally.max_rel]
 
 
-def as_float(value) -> float | None:
-    """A stored or transported error as a float (None stays None); ValueError when not a number >= 0."""
-    if value is None or value == "":
-        return None
-    number = float(value)
-    if not number >= 0:  # NaN too
-        raise ValueError(f"a numeric error must be a number >= 0 or empty, got {value!r}")
-    return number
-
-
 # -- drift: per operator x dtype, baseline against build ------------------------------------------
 def op_dtype_max(rows) -> dict[tuple[str, str], dict]:
     """(test_id, op, dtype, max_abs_err, max_rel_err) rows -> {(op, dtype): {"abs", "rel",
@@ -188,8 +180,6 @@ def drift(old: dict, new: dict, min_abs: float = 0.0, min_rel: float = 0.0) -> l
     (``old``/``new``: {test_id: (op, dtype, outcome, max_abs_err, max_rel_err)}) and the
     growth of each (``growth`` with floors ``min_abs``/``min_rel``), largest growth first.
     ``test_id``: the build's test with the error that grew most."""
-    from torchconform.collectors.outcome import PASSED
-
     both = [tid for tid, n in new.items() if n[2] in PASSED and tid in old and old[tid][2] in PASSED]
     before = op_dtype_max((tid, *old[tid][:2], *old[tid][3:]) for tid in both)
     after = op_dtype_max((tid, *new[tid][:2], *new[tid][3:]) for tid in both)

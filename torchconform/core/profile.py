@@ -6,18 +6,29 @@ new backend is a new YAML file, not new code.
 """
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchconform.errors import UserError
-from torchconform.skiplists.profile_schema import KEYS as PROFILE_KEYS
-from torchconform.skiplists.profile_schema import check_profile
-from torchconform.skiplists.yamlpos import YamlError, load_yaml
+from torchconform.core.profile_schema import KEYS as PROFILE_KEYS
+from torchconform.core.profile_schema import check_profile
+from torchconform.core.yamlpos import YamlError, load_yaml
 
-PROFILE_DIR = Path(__file__).resolve().parent
+
+
+def _component_dir(package: str) -> Path:
+    """A component folder's location, found without importing the component: the ground
+    floor reads the data files shipped there (backend profiles, refdev's operator profiles)
+    but imports none of the components' code."""
+    spec = importlib.util.find_spec(f"torchconform.{package}")
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
+PROFILE_DIR = _component_dir("skiplists")
+REFDEV_PROFILE_DIR = _component_dir("refdev") / "profiles"
 
 # Messages every PyTorch backend shares: the dispatcher's "no kernel" error and
 # the usual CPU-fallback warning.  A profile adds its own on top of these.
@@ -49,7 +60,7 @@ COLLECTIVE_OF_ENTRY = {
     "all_to_all_single": "all_to_all", "send": "send_recv", "recv": "send_recv", "recvAnysource": "send_recv",
 }
 
-# Every key a profile may hold: skiplists/profile_schema.py documents and checks them.
+# Every key a profile may hold: torchconform/core/profile_schema.py documents and checks them.
 _KNOWN_KEYS = set(PROFILE_KEYS)
 
 # Devices inductor generates code for; any other (a PrivateUse1 device) compiles with
@@ -216,9 +227,7 @@ def load_profile(name_or_path: str | os.PathLike) -> BackendProfile:
     else:
         path = PROFILE_DIR / text / "profile.yaml"
     if not path.is_file():
-        from torchconform.refdev.profiles import available as refdev_profiles
-
-        if text in refdev_profiles():
+        if (REFDEV_PROFILE_DIR / f"{text}.yaml").is_file():
             # two kinds of profile: the backend's (--profile) and refdev's operators (--refdev-profile)
             raise UserError(f"{text!r} is a refdev operator profile, not a backend profile; pass it as "
                             f"--refdev-profile {text} (--profile names skiplists/<backend>/profile.yaml: "

@@ -145,7 +145,7 @@ class Outcome:
     repro: str = ""
     attempt: int = 1
     # The largest absolute and relative error of the test's comparisons with the CPU
-    # reference (collectors/numeric.py); None when it compared nothing.
+    # reference (torchconform/core/numeric.py); None when it compared nothing.
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     # Not a field (so not a results column, not compared, not in the queries' column
@@ -154,7 +154,7 @@ class Outcome:
     # travels as a dict (worker pipe, Ray, JSON lines) and is stored by
     # Store.add_outcomes in the outcome's own transaction.
     trace = None
-    # Likewise not a field: the perf suite's timing rows (collectors/perf.py), stored by
+    # Likewise not a field: the perf suite's timing rows (torchconform/core/perf.py), stored by
     # Store.add_outcomes in perf_results (db/perf.py).
     perf = None
     # Not a field either: where the fallback and host_only verdicts came from ("tracking
@@ -166,8 +166,6 @@ class Outcome:
         check_outcome(self.outcome, self.kind)
         self.message = bound_message(self.message)
         if self.max_abs_err is not None or self.max_rel_err is not None:
-            from torchconform.collectors.numeric import as_float
-
             self.max_abs_err, self.max_rel_err = as_float(self.max_abs_err), as_float(self.max_rel_err)
 
     def to_dict(self) -> dict:
@@ -191,3 +189,13 @@ class Outcome:
         if data.get("evidence"):
             out.evidence = str(data["evidence"])
         return out
+
+
+def as_float(value) -> float | None:
+    """A stored or transported error as a float (None stays None); ValueError when not a number >= 0."""
+    if value is None or value == "":
+        return None
+    number = float(value)
+    if not number >= 0:  # NaN too
+        raise ValueError(f"a numeric error must be a number >= 0 or empty, got {value!r}")
+    return number

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
-from torchconform.collectors.outcome import (
+from torchconform.core.outcome import (
     BACKEND_SKIP_KINDS, CRASH, DISTRIBUTED_SKIP_KINDS, ERROR, FAIL, FALLBACK_FORBIDDEN, HOST_ONLY, MISSING_OP,
     OUTCOMES, PASS,
     PASS_FALLBACK,

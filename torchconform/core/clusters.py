@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchconform.collectors.outcome import FAILED
+from torchconform.core.outcome import FAILED
 from torchconform.errors import UserError
 
 SIGNATURE_CHARS = 200

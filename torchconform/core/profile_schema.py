@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import re
 
-from torchconform.skiplists.schema import Problem, _suggest
-from torchconform.skiplists.yamlpos import PosDict, PosList
+from torchconform.core.yamlpos import PosDict, PosList, Problem, suggest
 
 # key -> (kind, what it holds).  Kinds: str, module (dotted module name), call
 # ("module:function"), regexes (list of regular expressions), names (list of strings),
@@ -92,7 +91,7 @@ def check_profile(data, path: str) -> list[Problem]:
         return problems
     for key in data:
         if key not in KEYS:
-            err(data.line_of(key), f"unknown key {key!r} ({_suggest(key, list(KEYS))}); every key: docs/profiles.md")
+            err(data.line_of(key), f"unknown key {key!r} ({suggest(key, list(KEYS))}); every key: docs/profiles.md")
     for key in REQUIRED:
         if not data.get(key):
             err(data.line, f"missing {key!r}; name the torch device type, e.g. device: refdev")
@@ -135,7 +134,7 @@ def _check_section(data, key, keys, err) -> None:
         return
     for sub, value in section.items():
         if sub not in keys:
-            err(section.line_of(sub), f"unknown key {sub!r} under {key!r} ({_suggest(sub, list(keys))})")
+            err(section.line_of(sub), f"unknown key {sub!r} under {key!r} ({suggest(sub, list(keys))})")
         elif not (sub == "downcast" and isinstance(value, PosDict)):
             _check_value(value, keys[sub][0], f"{key}.{sub}", section.line_of(sub), err)
 

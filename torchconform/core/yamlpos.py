@@ -15,6 +15,9 @@ strings (a recursive alias to a RecursionError) in whatever builds the data.
 """
 from __future__ import annotations
 
+import difflib
+from dataclasses import dataclass
+
 import yaml
 
 from torchconform.errors import UserError
@@ -141,3 +144,20 @@ def load_data(path: str, text: str | None = None):
     if node is None:
         return None
     return _construct(path, lambda: _Constructor().construct_document(node))
+
+
+@dataclass
+class Problem:
+    path: str
+    line: int
+    code: str          # yaml, schema, regex, duplicate, overlap, expired, stale, torch
+    message: str
+    severity: str = "error"   # error | warning
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.severity}: [{self.code}] {self.message}"
+
+
+def suggest(key, choices) -> str:
+    close = difflib.get_close_matches(str(key), choices, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(choices)}"

@@ -1,5 +1,5 @@
 """Trait evidence: the note a traits-suite probe leaves on its passing outcome
-(a sibling of :mod:`torchconform.collectors.notes`' compile note).
+(a sibling of :mod:`torchconform.core.notes`' compile note).
 
 One documented, parseable line (docs/traits.md), kept in the outcome's ``message``
 so the store, export and ingest carry it without a schema change::
@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 
-from torchconform.collectors.outcome import MESSAGE_LIMIT
+from torchconform.core.outcome import MESSAGE_LIMIT
 
 TRAIT_PREFIX = "trait:"
 _TRAIT_RX = re.compile(r"^trait: (?P<name>[a-z_]+(?:\.[a-z0-9_]+)?) (?P<body>\{.*\})$")

@@ -1,0 +1,9 @@
+"""The ground floor's shared words: what every component says and none owns.
+
+The outcome record and its classes (``outcome``), numeric error fields (``numeric``), the
+breakdown of a build (``breakdown``), the classification rules (``classify``), notes a test
+leaves for the record (``notes``, ``traitnotes``, ``perf``), failure signatures
+(``clusters``), the backend profile (``profile``, ``profile_schema``) and the YAML reader that
+keeps positions (``yamlpos``).  Nothing here imports a component folder: components import
+this floor and the components below them (docs/architecture.md).
+"""

@@ -27,7 +27,8 @@ def main() -> int:
     args = parser.parse_args()
     os.environ["TORCHCONFORM_REFDEV_PROFILE"] = args.profile
 
-    from torchconform.census import dispatch, records, trace
+    from torchconform.census import records, trace
+    from torchconform.core import dispatch
     from torchconform.census.take import quiet_output, take_census
     from torchconform.db.store import open_store
 

@@ -118,7 +118,7 @@ def synthetic_outcomes(n: int = SEED_TOTAL, seed: int = 0, drift: float = 0.0, s
 
 def write_junit_file(path: str, outcomes: list[Outcome], build: str = "synthetic", suite: str = "ops") -> None:
     """JUnit XML exactly as the runner's sink writes it (tc attributes, suite defaults)."""
-    from torchconform.collectors.sink_junit import write_junit_stream
+    from torchconform.db.junit.write import write_junit_stream
 
     with open(path, "w", encoding="utf-8") as out:
         write_junit_stream(out, {"build": build, "suite": suite, "device": "refdev", "profile": "young-backend"},

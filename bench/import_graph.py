@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GROUND = "torchconform"
+ENTRY = "torchconform.__main__"
 
 
 def components(root: str = ROOT) -> list[str]:
@@ -40,6 +41,8 @@ class Graph:
     inside_by_file: dict = field(default_factory=lambda: defaultdict(int))
 
     def folder(self, module: str) -> str:
+        if module == ENTRY:
+            return ENTRY      # ``python -m torchconform``: the top floor by nature, not the ground
         parts = module.split(".")
         return parts[1] if len(parts) > 1 and parts[1] in self._components else GROUND
 

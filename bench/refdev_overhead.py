@@ -32,7 +32,7 @@ def small_add_latency(device: str, iters: int) -> float:
 def slice_time(device: str, ops, repeat: int) -> float:
     import torch
 
-    from torchconform.refdev import opinfo_slice
+    from torchconform.suites.ops import opinfo_slice
 
     best = float("inf")
     for _ in range(repeat):
@@ -59,7 +59,7 @@ def main() -> int:
     import torch
 
     from torchconform import refdev
-    from torchconform.refdev import opinfo_slice
+    from torchconform.suites.ops import opinfo_slice
 
     torch.set_num_threads(1)  # both sides single-threaded: the comparison is per-call overhead
     dev = refdev.load()

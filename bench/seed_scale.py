@@ -200,7 +200,7 @@ def ratios(args) -> None:
                      PYTHONPATH=os.pathsep.join([str(tmp), base.get("PYTHONPATH", "")]))
     # Plain pytest: the same files on refdev the way a hand-written conftest would run them,
     # without any of our plugins (the upstream suite's hooks are part of what is measured).
-    ours = {"torchconform.suites.upstream.plugin", "torchconform.skiplists.plugin"}
+    ours = {"torchconform.suites.upstream.plugin", "torchconform.collectors.skiplist_plugin"}
     bare = [a for i, a in enumerate(common) if a not in ours and not (a == "-p" and common[i + 1] in ours)]
     plain = timed(bare + ["-p", "no:torchconform", "-p", "tc_bench_loader"], plain_env)
     serial = timed(common + ["--tc-device", "refdev", "--tc-jsonl", str(tmp / "serial.jsonl")], base)

@@ -10,5 +10,5 @@ take (device set-up + census), records (store), diff (builds compared, gate rule
 plan (which operators to implement first), models (per-model operator sets and
 what blocks each model), modeltrace (how the models suite records those sets).
 """
-from torchconform.census.dispatch import STATUSES, Row  # noqa: F401
+from torchconform.core.dispatch import STATUSES, Row  # noqa: F401
 from torchconform.census.take import Census, take_census  # noqa: F401

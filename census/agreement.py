@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from torchconform.census.dispatch import FALLBACK, MISSING, NATIVE, UNAVAILABLE, Row
+from torchconform.core.dispatch import FALLBACK, MISSING, NATIVE, UNAVAILABLE, Row
 from torchconform.core.outcome import MISSING_OP, PASS_FALLBACK, SKIP_BACKEND
 
 CANNOT_RUN = frozenset({MISSING, UNAVAILABLE})

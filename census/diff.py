@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from torchconform import gated
-from torchconform.census.dispatch import Row
+from torchconform.core.dispatch import Row
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from torchconform.census.dispatch import Row
+from torchconform.core.dispatch import Row
 from torchconform.census.models import DIRECT, ModelBlock
 
 

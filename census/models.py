@@ -18,7 +18,7 @@ from typing import Iterable
 
 from sqlalchemy import delete, insert, select
 
-from torchconform.census.dispatch import COMPOSITE, Row
+from torchconform.core.dispatch import COMPOSITE, Row
 from torchconform.db.models import builds, model_ops, results, tests
 
 MODELS_SUITE = "models"

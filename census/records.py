@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from sqlalchemy import delete, insert, select
 
-from torchconform.census.dispatch import Row
+from torchconform.core.dispatch import Row
 from torchconform.db.models import census_ops
 from torchconform.errors import UserError
 

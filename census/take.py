@@ -7,7 +7,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from torchconform.census import dispatch, trace
+from torchconform.census import trace
+from torchconform.core import dispatch
 from torchconform.errors import UserError
 
 
@@ -89,7 +90,7 @@ def take_census(device: str, profile: str = "", backend_module: str = "", do_tra
     ``observed_fallback``: operators the build's passing tests ran through the CPU fallback
     (census/agreement.py ``findings``): one whose registered kernel the dispatcher shows is
     ``fallback`` (via observed-in-tests), since the kernel calls the fallback itself."""
-    from torchconform.collectors.device import setup_device
+    from torchconform.core.device import setup_device
 
     start = time.perf_counter()
     loaded = backend_profile(device, profile)

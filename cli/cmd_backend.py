@@ -34,7 +34,7 @@ def register(subparsers):
 
 
 def run_init(args) -> int:
-    from torchconform.cli.backend_setup import Backend, probe_backend
+    from torchconform.skiplists.backend_setup import Backend, probe_backend
     from torchconform.skiplists import profile_init
     from torchconform.core.profile import load_profile
 

@@ -61,7 +61,7 @@ def _row_line(r) -> str:
 
 
 def _counts(rows) -> dict:
-    from torchconform.census.dispatch import STATUSES
+    from torchconform.core.dispatch import STATUSES
 
     out = {s: 0 for s in STATUSES}
     for r in rows:
@@ -175,12 +175,12 @@ def _run(args) -> int:
 
 
 def _backend(args) -> tuple[str, str]:
-    """(profile path, backend module) as ``run`` picks them (cli/backend_setup.py): the given
+    """(profile path, backend module) as ``run`` picks them (skiplists/backend_setup.py): the given
     or shipped profile (skiplists/torchvulkan/ for vulkan), else defaults probed in a child
     and written to .torchconform/profiles/<device>.yaml; what the probe found the backend
     needs (TORCH_DEVICE_BACKEND_AUTOLOAD=0 where torch's autoload gets in the way) is set
     before torch is imported here.  The device comes up in this process (census/take.py)."""
-    from torchconform.cli.backend_setup import resolve_backend
+    from torchconform.skiplists.backend_setup import resolve_backend
 
     backend = resolve_backend(args, check=False)
     for key, value in backend.env.items():

@@ -34,7 +34,7 @@ def _database(db) -> str:
 
 def _candidates(backend_module: str | None) -> list[tuple[str, str, str]]:
     """(device or "" for whichever it registers, module, setup) of the PrivateUse1 backends to try."""
-    from torchconform.skiplists.backend_env import autoload_entry_points
+    from torchconform.core.backend_env import autoload_entry_points
     from torchconform.core.profile import PROFILE_DIR
     from torchconform.core.yamlpos import load_data
 
@@ -53,7 +53,7 @@ def _candidates(backend_module: str | None) -> list[tuple[str, str, str]]:
 
 def _bring_up(info, device, module, setup, env=None) -> dict | None:
     """Probe one device in a child; its facts, or None (the failure is a problem of ``info``)."""
-    from torchconform.cli.backend_setup import bring_up_message
+    from torchconform.skiplists.backend_setup import bring_up_message
     from torchconform.errors import UserError
     from torchconform.skiplists.probe import run_probe
 
@@ -75,7 +75,7 @@ def _bring_up(info, device, module, setup, env=None) -> dict | None:
 
 def checks(load_device: bool = True, db=None, backend_module=None) -> dict:
     """Facts about the environment; ``ok`` is False when something needed is missing."""
-    from torchconform.skiplists.backend_env import AUTOLOAD_ENV
+    from torchconform.core.backend_env import AUTOLOAD_ENV
 
     # torch here without its autoload: an installed backend's code runs in the children that
     # bring it up, where a crash is a reported problem, not the end of the doctor
@@ -91,7 +91,7 @@ def checks(load_device: bool = True, db=None, backend_module=None) -> dict:
 
     from torchconform import __version__
     from torchconform.refdev import build
-    from torchconform.skiplists.backend_env import autoload_entry_points, distribution_of
+    from torchconform.core.backend_env import autoload_entry_points, distribution_of
 
     compiler = build.find_compiler()
     ninja = build.ninja_on_path()

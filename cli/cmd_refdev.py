@@ -41,7 +41,7 @@ def _check(args) -> int:
     import torch
 
     from torchconform import refdev
-    from torchconform.refdev import opinfo_slice
+    from torchconform.suites.ops import opinfo_slice
 
     start = time.perf_counter()
     name = refdev.load()

@@ -25,7 +25,7 @@ STANDIN = "torchconform.refdev.standin"
 
 
 def _check_backend(name: str):
-    from torchconform.collectors.device import IN_TREE
+    from torchconform.core.device import IN_TREE
     from torchconform.core.profile import load_profile
 
     profile = load_profile(name)

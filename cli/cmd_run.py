@@ -125,7 +125,7 @@ def package_root() -> str:
 
 
 def _profile_label(args) -> str:
-    from torchconform.cli.backend_setup import profile_label
+    from torchconform.skiplists.backend_setup import profile_label
 
     return profile_label(args)
 
@@ -144,10 +144,10 @@ def _what_runs(args) -> str:
 
 
 def build_command(args, build: str, jsonl: str, db: str | None) -> list[str]:
-    from torchconform.cli.backend_setup import resolve_backend
+    from torchconform.skiplists.backend_setup import resolve_backend
     from torchconform.skiplists.schema import load_skiplist
 
-    # fail fast on a bad profile; a device without one gets probed defaults (cli/backend_setup.py)
+    # fail fast on a bad profile; a device without one gets probed defaults (skiplists/backend_setup.py)
     backend = resolve_backend(args, check=False)
     profile = backend.profile
     suite_args = suite_paths(args.suite)
@@ -255,7 +255,7 @@ def run_suite(args) -> int:
 
         if args.world_size < 2:
             raise UserError(f"--world-size {args.world_size} is not a world size; use 2 or more ranks")
-        from torchconform.cli.backend_setup import resolve_backend
+        from torchconform.skiplists.backend_setup import resolve_backend
 
         ranks = resolve_backend(args, check=False).profile.distributed["ranks_per_host"]
         if ranks and args.world_size > ranks:
@@ -287,7 +287,7 @@ def run_suite(args) -> int:
     if args.resume and not db:
         raise UserError("--resume finds what a build lacks in the results store; drop --no-db")
     cmd = build_command(args, build, jsonl, db)
-    from torchconform.cli.backend_setup import resolve_backend
+    from torchconform.skiplists.backend_setup import resolve_backend
 
     # The device comes up in a child before pytest starts: a backend that cannot load is one
     # line here, and no build is made in the store for it.
@@ -462,7 +462,7 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
         progress.sync(o.outcome for o in outcomes)
         progress.close(final=bool(outcomes) and not usage_error)
     if usage_error:
-        from torchconform.cli.backend_setup import cli_wording
+        from torchconform.skiplists.backend_setup import cli_wording
 
         raise UserError(cli_wording(usage_error))
     if not verbose and early and forwarded.signal is None and crash is None and pumped.stop_reason is None:
@@ -536,7 +536,7 @@ def _record_unfinished(db, build, pid, rc, args, run, outcomes, crash=None, stop
             said = "the store could not mark the run interrupted" + ("" if stop_reason else f" ({error})") + \
                 " and shows it lost"
     if args.junit and outcomes and run.get("exitstatus") is None:
-        from torchconform.collectors.sink_junit import write_junit
+        from torchconform.db.junit.write import write_junit
 
         try:
             write_junit(os.path.abspath(args.junit), run, outcomes)

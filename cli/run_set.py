@@ -76,7 +76,7 @@ def run_set(args) -> int:
         raise UserError(f"--suite-set and --suite {args.suite} both say what to run; pass one of them")
     name, steps = load_set(args.suite_set or "all")
     steps, notes = applicable(steps, args.pytorch_src or os.environ.get(SRC_ENV))
-    from torchconform.cli.backend_setup import GENERATED_DIR, resolve_backend
+    from torchconform.skiplists.backend_setup import GENERATED_DIR, resolve_backend
 
     build = args.build or default_build_name(args.device, _profile_label(args))
     backend = resolve_backend(args)   # the device comes up before any step stores anything

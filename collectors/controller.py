@@ -21,7 +21,7 @@ import warnings
 import pytest
 
 from torchconform.core.classify import classify_text
-from torchconform.collectors.device import torch_versions
+from torchconform.core.device import torch_versions
 from torchconform.core.numeric import FIELDS as NUMERIC_FIELDS
 from torchconform.collectors.plugin import PENDING_SETUP_KEY, device_ready, is_xdist_controller
 from torchconform.core.outcome import (
@@ -119,7 +119,7 @@ class ControllerPlugin:
             from torchconform.collectors.sink_jsonl import JsonlSink
             pm.register(JsonlSink(s.jsonl), "torchconform-jsonl")
         if s.junit:
-            from torchconform.collectors.sink_junit import JunitSink
+            from torchconform.db.junit.write import JunitSink
             pm.register(JunitSink(s.junit), "torchconform-junit")
         if s.db:
             try:

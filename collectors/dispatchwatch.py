@@ -3,7 +3,7 @@
 A RecordFunction observer (``csrc/devops.cpp``, compiled on first use like refdev)
 notes every operator called with a tensor of the device type (or a factory's
 ``device=`` naming it), at any depth.  Each is then looked up once in the
-dispatcher's table for the device's key (census/dispatch.py, the dispatcher's own
+dispatcher's table for the device's key (torchconform/core/dispatch.py, the dispatcher's own
 order): its own kernel, the autograd key's, a composite (looked through: its inner
 calls are recorded too), or the **backend fallback**, PyTorch's boxed CPU fallback
 that a PrivateUse1 backend registers for its whole key.  An operator served by that
@@ -54,7 +54,7 @@ class DispatchWatch:
     """One device type's observer plus a cache of how the dispatcher serves each operator."""
 
     def __init__(self, device_type: str, native=None):
-        from torchconform.census.dispatch import device_keys
+        from torchconform.core.dispatch import device_keys
 
         self.device_type = device_type
         self.keys = device_keys(device_type)
@@ -74,7 +74,7 @@ class DispatchWatch:
         fallback, missing, unavailable), read from the dispatcher once."""
         st = self._served.get(op)
         if st is None:
-            from torchconform.census.dispatch import classify
+            from torchconform.core.dispatch import classify
 
             try:
                 st = classify([op], self.keys)[0].status
@@ -84,7 +84,7 @@ class DispatchWatch:
         return st
 
     def served_by_fallback(self, op: str) -> bool:
-        from torchconform.census.dispatch import FALLBACK
+        from torchconform.core.dispatch import FALLBACK
 
         return self.keys.backend_fallback and self.status(op) == FALLBACK
 

@@ -91,7 +91,7 @@ def _backend_version(module: str, device: str = "") -> str:
     """``<module> <version>`` of the backend, the version from its installed distribution
     (named too when its name is not the module's); with no module, the module of torch's
     autoload entry point that registers ``device``; "" when there is neither."""
-    from torchconform.skiplists.backend_env import distribution_of
+    from torchconform.core.backend_env import distribution_of
 
     module = module or _autoload_module(device)
     if not module:
@@ -107,7 +107,7 @@ def _backend_version(module: str, device: str = "") -> str:
 def _autoload_module(device: str) -> str:
     """The module of the autoload entry point (group ``torch.backends``) behind ``device``:
     the one named like the device, else the only one whose module is loaded; "" if unsure."""
-    from torchconform.skiplists.backend_env import IN_TREE, autoload_enabled, autoload_entry_points
+    from torchconform.core.backend_env import IN_TREE, autoload_enabled, autoload_entry_points
 
     if not device or device in IN_TREE or not autoload_enabled():
         return ""

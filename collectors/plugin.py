@@ -46,7 +46,7 @@ OPTIONS = {
 
 # Skiplists apply in every run that loads this plugin (``--tc-skiplist``); the
 # skiplist plugin is itself inert without a skiplist.
-pytest_plugins = ["torchconform.skiplists.plugin"]
+pytest_plugins = ["torchconform.collectors.skiplist_plugin"]
 
 
 def pytest_addhooks(pluginmanager):
@@ -85,7 +85,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
     if not enabled(early_config, ns):
         return
     from torchconform.collectors.settings import settings_from
-    from torchconform.collectors.device import BackgroundSetup, setup_device
+    from torchconform.core.device import BackgroundSetup, setup_device
     from torchconform.errors import UserError
 
     try:

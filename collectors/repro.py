@@ -6,16 +6,17 @@ the suite's ``-c``/``-p``) and the plugin's.  Every test of a run gets the same 
 for its id and op, so one template serves the run (outcome.repro_template)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 
-from torchconform.skiplists.backend_env import AUTOLOAD_ENV, collection_options, portable_path, repro_command
+from torchconform.core.backend_env import AUTOLOAD_ENV, collection_options, portable_path, repro_command
 
 
 def checkout_root() -> str:
     """The torchconform checkout repro commands run in (suites/ and skiplists/ below it)."""
-    import torchconform.suites as suites
-
-    return os.path.dirname(os.path.dirname(os.path.abspath(suites.__file__)))
+    # Found, not imported: the plugin sits below the suites it runs.
+    suites = importlib.util.find_spec("torchconform.suites").submodule_search_locations[0]
+    return os.path.dirname(os.path.abspath(suites))
 
 
 def repro_for(node_path: str, nodeid: str, args, device: str, profile, settings, op: str = "",

@@ -87,7 +87,7 @@ def probed_profile(device: str, backend_module: str, config=None):
     exports TORCHCONFORM_PROFILE before they start).  Errors in the plugin's flags."""
     from types import SimpleNamespace
 
-    from torchconform.cli.backend_setup import resolve_backend
+    from torchconform.skiplists.backend_setup import resolve_backend
 
     args = SimpleNamespace(device=device, profile=None, backend_module=backend_module,
                            refdev_profile=os.environ.get("TORCHCONFORM_REFDEV_PROFILE"))
@@ -107,7 +107,7 @@ def plugin_wording(text: str) -> str:
     """``text`` with the CLI's flags written as the plugin's ``--tc-*`` (cli_wording's inverse)."""
     import re
 
-    from torchconform.cli.backend_setup import CLI_FLAGS
+    from torchconform.skiplists.backend_setup import CLI_FLAGS
 
     flags = "|".join(sorted(map(re.escape, CLI_FLAGS.values()), key=len, reverse=True))
     return re.sub(rf"(?<![\w-])--({flags})\b(?!-)", r"--tc-\1", text)

@@ -51,7 +51,7 @@ def _csv(store, build, info, out) -> int:
 
 
 def _junit(store, build, info, out) -> int:
-    from torchconform.collectors.sink_junit import write_junit_stream
+    from torchconform.db.junit.write import write_junit_stream
 
     outcomes = list(queries.iter_outcomes(store, build))
     run = {key: info.get(key) for key in ("torch_version", "backend", "device", "profile", "branch", "commit")}

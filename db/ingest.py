@@ -1,6 +1,6 @@
 """Load JUnit XML from any runner into the store.
 
-Parsing and classification live in ``db/junit_reader.py`` (the runner's ``tc``
+Parsing and classification live in ``db/junit/read.py`` (the runner's ``tc``
 property taken as it is, other test cases classified by the one classifier); this
 module stores what it reads.  The whole ingest is one transaction, written batch by
 batch as the files are parsed: bad input anywhere rolls it back, so nothing is stored.
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
 from typing import Iterator
 
-from torchconform.collectors.sink_junit import run_property_value
-from torchconform.db.junit_reader import JunitReader, parse_junit  # noqa: F401  (the reader's home)
+from torchconform.db.junit.write import run_property_value
+from torchconform.db.junit.read import JunitReader, parse_junit  # noqa: F401  (the reader's home)
 from torchconform.db.values import digest
 from torchconform.errors import UserError
 from torchconform.gcpause import no_cyclic_gc
@@ -124,7 +124,7 @@ def _start(store, conn, build, path, batch, host, command) -> int:
 
 def parsed_here(readers: list[JunitReader]) -> Iterator[Batch]:
     """Every file's test cases as batches of store rows, parsed in this process: one
-    batch per piece of the file parsed (db/junit_parse.py: pieces grow from 32 KiB to
+    batch per piece of the file parsed (db/junit/parse.py: pieces grow from 32 KiB to
     1 MiB, about 4,000 test cases, so the storing side starts soon and then keeps busy),
     and after a file's last piece an empty batch that says so."""
     for index, reader in enumerate(readers):

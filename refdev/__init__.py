@@ -17,6 +17,7 @@ import os
 import threading
 from dataclasses import dataclass
 
+from torchconform.core.traitnotes import EAGER_FALLBACK_OPS
 from torchconform.errors import UserError
 from torchconform.refdev import profiles
 from torchconform.core.yamlpos import load_data
@@ -207,7 +208,7 @@ def _cannot_run(resolved: profiles.Resolved, fallback: list, missing: list) -> t
     something: ATen's raising composite stubs (convolution_overrideable...), and, in a
     boxed profile, CPU kernels whose sparse result the fallback cannot move to refdev
     (refdev has no sparse keys).  tests/test_census_stubs.py calls them on refdev."""
-    from torchconform.census.dispatch import RAISING_STUBS, SPARSE_RESULT_COMPRESSED, SPARSE_RESULT_COO
+    from torchconform.core.dispatch import RAISING_STUBS, SPARSE_RESULT_COMPRESSED, SPARSE_RESULT_COO
 
     ours = set(resolved.implemented)
     gone = {op for op in RAISING_STUBS if op not in ours}
@@ -235,8 +236,6 @@ def expected_traits(resolved: profiles.Resolved, fallback=None) -> dict:
     dotted keys of ``summary --json``'s ``traits``: the profile's traits said as
     measurements, so the suite is checked against refdev's ground truth.  ``fallback``:
     the fallback overloads when not ``resolved.fallback`` (a boxed profile's, describe())."""
-    from torchconform.suites.traits.workload import EAGER_FALLBACK_OPS
-
     traits = resolved.profile.traits
     fallback = resolved.fallback if fallback is None else fallback
     return {

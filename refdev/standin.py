@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 
 from torchconform import refdev
-from torchconform.collectors.device import IN_TREE
+from torchconform.core.device import IN_TREE
 from torchconform.errors import UserError
 
 _device = os.environ.get("TORCHCONFORM_DEVICE") or refdev.DEFAULT_NAME

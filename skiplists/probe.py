@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 from torchconform.errors import UserError
-from torchconform.skiplists.backend_env import (
+from torchconform.core.backend_env import (
     AUTOLOAD_ENV, BringUpError, autoload_entry_points, bring_up, distribution_of, one_line)
 
 ANSWER = "TORCHCONFORM_PROBE "
@@ -70,7 +70,7 @@ def _registered_name(module: str) -> tuple[str, bool]:
     whether ``module`` had to be imported for it."""
     import importlib
 
-    from torchconform.skiplists.backend_env import privateuse1_name
+    from torchconform.core.backend_env import privateuse1_name
 
     try:
         import torch  # noqa: F401

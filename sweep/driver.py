@@ -69,7 +69,7 @@ class SweepReport:
 def resolve_profile(device: str, profile: str):
     """The backend profile and device type: ``--profile`` wins, else the device's shipped one
     (skiplists/torchvulkan/ is device vulkan), else the one ``run`` or ``backend init`` wrote
-    for it (.torchconform/profiles/<device>.yaml, cli/backend_setup.py)."""
+    for it (.torchconform/profiles/<device>.yaml, skiplists/backend_setup.py)."""
     import os
 
     from torchconform.core.profile import available_profiles, load_profile, shipped_profile_for

@@ -21,7 +21,7 @@ from test_backend_init import fake_backend, with_fake  # noqa: F401  (a fixture,
 from torchconform.core.outcome import repro_template
 from torchconform.collectors.sink_jsonl import read_jsonl
 from torchconform.collectors.worker import fallback_counts
-from torchconform.skiplists.backend_env import AUTOLOAD_ENV
+from torchconform.core.backend_env import AUTOLOAD_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 OPS = ROOT / "suites" / "ops" / "test_ops.py"
@@ -133,7 +133,7 @@ def test_a_recorded_upstream_repro_collects_its_test_elsewhere(tmp_path):
     assert o.test_id == "test/test_fake_ops.py::TestFakeCommonREFDEV::test_fake_add_scalar_refdev"
     assert str(tmp_path) not in o.repro and str(ROOT) not in o.repro and sys.executable not in o.repro
     assert o.repro == (f"python -m pytest $TORCHCONFORM_PYTORCH_SRC/{o.test_id} -c suites/upstream/pytest.ini "
-                       f"--rootdir $TORCHCONFORM_PYTORCH_SRC -p {upstream.PLUGIN} -p torchconform.skiplists.plugin "
+                       f"--rootdir $TORCHCONFORM_PYTORCH_SRC -p {upstream.PLUGIN} -p torchconform.collectors.skiplist_plugin "
                        "--noconftest --tc-device refdev --tc-profile refdev")
     assert repro_template(o.repro, o.test_id, o.op)   # one template serves the run (sink_junit)
     elsewhere = tmp_path / "elsewhere"   # the same checkout under another path: only the variable changes

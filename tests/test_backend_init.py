@@ -19,7 +19,7 @@ import pytest
 from support import child_env
 from torchconform.errors import UserError
 from torchconform.core import profile_schema
-from torchconform.skiplists.backend_env import distribution_of, portable_path, repro_environment
+from torchconform.core.backend_env import distribution_of, portable_path, repro_environment
 from torchconform.skiplists.lint import lint
 from torchconform.core.profile import BackendProfile, load_profile
 
@@ -114,7 +114,7 @@ def test_compile_backend_defaults_to_aot_eager_off_the_inductor_devices(tmp_path
 
 def test_profiles_are_named_by_their_keys_never_their_file(tmp_path):
     from torchconform.cli.main import build_parser
-    from torchconform.cli.backend_setup import profile_label
+    from torchconform.skiplists.backend_setup import profile_label
 
     path = tmp_path / "profile.yaml"
     path.write_text("device: npu\n")
@@ -145,7 +145,7 @@ def test_probed_compile_backend_and_the_written_yaml():
 
 
 def test_plugin_flags_are_said_as_the_cli_flags():
-    from torchconform.cli.backend_setup import cli_wording
+    from torchconform.skiplists.backend_setup import cli_wording
 
     text = ("device 'x': cannot import backend module (No module named 'y'); install it or pass --tc-backend-module; "
             "see --tc-profile, --tc-skiplist-audit and --tc-sweep-shards")
@@ -265,7 +265,7 @@ def test_an_upstream_repro_collects_its_test_with_the_suites_options(tmp_path):
     suite's plugin); collection_options keeps them, repro_command writes portable paths."""
     import shutil
 
-    from torchconform.skiplists.backend_env import collection_options, repro_command
+    from torchconform.core.backend_env import collection_options, repro_command
     from torchconform.suites import upstream
 
     src = tmp_path / "pytorch"
@@ -274,7 +274,7 @@ def test_an_upstream_repro_collects_its_test_with_the_suites_options(tmp_path):
     suite_args = upstream.pytest_args(str(src), files="test_fake_ops", check_version=False)
     options = collection_options(suite_args + ["-p", "no:cacheprovider", "--tc-device", "refdev", "-n", "2"])
     assert options == ["-c", upstream.INI, "--rootdir", str(src), "-p", upstream.PLUGIN,
-                       "-p", "torchconform.skiplists.plugin", "--noconftest"]
+                       "-p", "torchconform.collectors.skiplist_plugin", "--noconftest"]
     node = f"{src / 'test' / 'test_fake_ops.py'}::TestFakeCommonREFDEV::test_fake_add_scalar_refdev"
     env = child_env(TORCHCONFORM_PYTORCH_SRC=str(src))
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]   # `python` is this one

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from torchconform.census import records
 from torchconform.census.agreement import compare
-from torchconform.census.dispatch import Keys, Row, classify
+from torchconform.core.dispatch import Keys, Row, classify
 from torchconform.census.take import Census
 from torchconform.core.outcome import Outcome
 from torchconform.db.store import open_store

@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from torchconform.census import dispatch, records
+from torchconform.census import records
+from torchconform.core import dispatch
 from torchconform.census.diff import diff, gate_context, lost_operator_findings
-from torchconform.census.dispatch import Keys, Row, classify, resolve_coverage
+from torchconform.core.dispatch import Keys, Row, classify, resolve_coverage
 from torchconform.census.take import Census
 from torchconform.ci.config import parse_config
 from torchconform.ci.gate import evaluate

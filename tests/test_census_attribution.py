@@ -25,7 +25,7 @@ def chain():
     import torch
 
     from torchconform import refdev
-    from torchconform.census import dispatch
+    from torchconform.core import dispatch
 
     name = refdev.load()
     info = refdev.describe("young-backend")

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from torchconform.census import models
-from torchconform.census.dispatch import Row
+from torchconform.core.dispatch import Row
 from torchconform.census.take import Census
 from torchconform.core.outcome import PASS, SKIP_BACKEND, Outcome
 from torchconform.db.store import open_store
@@ -291,7 +291,7 @@ RUNNER = textwrap.dedent("""
 
 
 def test_the_autograd_slot_decides_which_composite_runs():
-    from torchconform.census.dispatch import Keys, classify, trace_key
+    from torchconform.core.dispatch import Keys, classify, trace_key
 
     table = {"aten::silu_backward": {"CPU", "CompositeImplicitAutograd", "CompositeExplicitAutogradNonFunctional"},
              "aten::gelu_backward": {"CPU", "CompositeExplicitAutogradNonFunctional"},

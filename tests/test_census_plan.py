@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from torchconform.census import impact, models, plan, records
-from torchconform.census.dispatch import Row
+from torchconform.core.dispatch import Row
 from torchconform.census.take import Census
 from torchconform.core.outcome import Outcome
 from torchconform.db import queries

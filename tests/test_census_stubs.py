@@ -1,4 +1,4 @@
-"""Operators the dispatcher offers a device that still cannot run there (census/dispatch.py):
+"""Operators the dispatcher offers a device that still cannot run there (torchconform/core/dispatch.py):
 ATen's raising composite stubs (convolution_overrideable...) and CPU kernels whose sparse
 result a boxed CPU fallback cannot move to a device without sparse keys (_spdiags).  Both
 are ``missing``; the lists are checked against the installed torch and against refdev
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from torchconform.census.dispatch import (
+from torchconform.core.dispatch import (
     MISSING, NATIVE, OBSERVED, RAISING_STUBS, SPARSE_RESULT, SPARSE_RESULT_COMPRESSED, SPARSE_RESULT_COO, STUB,
     FALLBACK, Keys, classify,
 )
@@ -110,7 +110,7 @@ def test_on_refdev_boxed_the_census_the_ground_truth_and_a_real_call_agree():
         "import json, torch\n"
         "from torchconform import refdev\n"
         "name = refdev.load()\n"
-        "from torchconform.census.dispatch import classify, device_keys\n"
+        "from torchconform.core.dispatch import classify, device_keys\n"
         "ops = ['aten::_to_sparse', 'aten::_scaled_dot_product_fused_attention_overrideable',\n"
         "       'aten::sort.values_stable']\n"
         "rows = {r.op: r.status for r in classify(ops, device_keys(name))}\n"

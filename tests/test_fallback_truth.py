@@ -59,7 +59,7 @@ def test_the_census_missing_operators_are_refdevs_ground_truth(tmp_path):
         "import json, torch\n"
         "from torchconform import refdev\n"
         "refdev.load()\n"
-        "from torchconform.census.dispatch import aten_ops, classify, device_keys\n"
+        "from torchconform.core.dispatch import aten_ops, classify, device_keys\n"
         "keys = device_keys('refdev')\n"
         "rows = classify(aten_ops(), keys)\n"
         "d = refdev.describe()\n"

@@ -19,7 +19,7 @@ from torchconform.core.outcome import Outcome
 from torchconform.db import drift, migrate, queries
 from torchconform.db.export import export
 from torchconform.db.ingest import ingest
-from torchconform.db.junit_reader import parse_junit
+from torchconform.db.junit.read import parse_junit
 from torchconform.db.models import HEAD_REVISION
 from torchconform.db.store import make_engine, open_store
 from torchconform.errors import UserError

@@ -162,9 +162,9 @@ def test_counters_are_hidden_like_a_real_backend(boxed):
 def test_describe_ground_truth_is_the_dispatchers(boxed):
     info = boxed["describe"]
     assert info["fallback_mode"] == "boxed"
-    # the dispatcher's picture, less what it offers but cannot run (census/dispatch.py): ATen's
+    # the dispatcher's picture, less what it offers but cannot run (torchconform/core/dispatch.py): ATen's
     # raising stubs and CPU kernels whose sparse result the fallback cannot move to refdev
-    from torchconform.census.dispatch import RAISING_STUBS, SPARSE_RESULT_COMPRESSED, SPARSE_RESULT_COO
+    from torchconform.core.dispatch import RAISING_STUBS, SPARSE_RESULT_COMPRESSED, SPARSE_RESULT_COO
 
     sparse = SPARSE_RESULT_COO | SPARSE_RESULT_COMPRESSED
     assert info["fallback"] == [op for op in boxed["python_fallback"] if op not in sparse]

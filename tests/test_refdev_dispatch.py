@@ -80,7 +80,7 @@ def test_implemented_ops_have_their_kernels(dispatch):
 def test_missing_ops_have_no_kernel_under_any_key(dispatch):
     """No kernel, no composite, no fallthrough or fallback under a key that would
     compute: the dispatcher raises instead of the operator silently working."""
-    from torchconform.census.dispatch import RAISING_STUBS
+    from torchconform.core.dispatch import RAISING_STUBS
 
     info = dispatch["describe"]
     assert info["missing"]

@@ -24,7 +24,7 @@ SAMPLE = FIXTURES / "fx_skiplist.py"
 # -- skiplists through the runner (no -p needed) --------------------------------------
 
 def test_skiplist_entries_reach_outcomes_under_xdist(tmp_path):
-    # No "-p torchconform.skiplists.plugin": the runner's plugin brings --tc-skiplist.
+    # No "-p torchconform.collectors.skiplist_plugin": the runner's plugin brings --tc-skiplist.
     proc, run, outcomes = run_pytest([SAMPLE, "--tc-device", "cpu", "--tc-skiplist", SKIPLIST, "-n", "2"], tmp_path)
     got = {name: (o.outcome, o.kind, o.skiplist_entry) for name, o in by_name(outcomes).items()}
     assert got == {

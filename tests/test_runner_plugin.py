@@ -67,7 +67,7 @@ def test_junit_is_standard_and_carries_properties(fixture_run):
     xml = junitparser.JUnitXml.fromfile(str(junit))
     cases = {c.name: c for s in xml for c in s}
     assert set(cases) == set(EXPECTED)
-    from torchconform.collectors.sink_junit import decode_tc
+    from torchconform.db.junit.write import decode_tc
     # junitparser sees the packed tc attribute of each case and the suite's defaults.
     suite = next(iter(xml))
     defaults = {p.name[len("tc.default."):]: p.value for p in suite.properties() if p.name.startswith("tc.default.")}
@@ -148,7 +148,7 @@ def test_missing_device_under_xdist_is_the_same_usage_error(tmp_path):
 
 
 def test_run_record_reads_torch_version_without_importing_torch():
-    code = ("import sys; from torchconform.collectors.device import torch_versions; v = torch_versions(); "
+    code = ("import sys; from torchconform.core.device import torch_versions; v = torch_versions(); "
             "assert 'torch' not in sys.modules; import torch; "
             "assert v == (torch.__version__, torch.version.git_version), v; print(v)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -156,7 +156,7 @@ def test_run_record_reads_torch_version_without_importing_torch():
 
 
 def test_xdist_workers_share_the_cpus_out(tmp_path, monkeypatch):
-    from torchconform.collectors.device import worker_threads
+    from torchconform.core.device import worker_threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")

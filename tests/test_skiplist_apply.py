@@ -62,7 +62,7 @@ def cli(*args, check=None):
 
 def run_sample(tmp, *args):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-p", "torchconform.skiplists.plugin", SAMPLE, *args],
+                           "-p", "torchconform.collectors.skiplist_plugin", SAMPLE, *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=child_env())
     return proc
 

@@ -65,7 +65,7 @@ def injected(tmp_path_factory):
 def test_known_failures_become_skiplist_skips_and_stale_entries_are_pruned(injected, tmp_path):
     db = f"sqlite:///{tmp_path / 'r.db'}"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "torchconform.skiplists.plugin",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "torchconform.collectors.skiplist_plugin",
          "suites/ops/test_ops.py", "--tc-device", "refdev", "--tc-ops", OP, "--tc-skiplist", injected,
          "--tc-db", db, "--tc-build", "ln"],
         cwd=ROOT, capture_output=True, text=True, timeout=600, env=child_env())

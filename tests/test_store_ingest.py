@@ -10,7 +10,7 @@ import pytest
 from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from torchconform.core.breakdown import breakdown
 from torchconform.core.outcome import Outcome
-from torchconform.collectors.sink_junit import write_junit
+from torchconform.db.junit.write import write_junit
 from torchconform.db import queries
 from torchconform.db.ingest import ingest
 from torchconform.db.store import open_store

@@ -9,9 +9,9 @@ import pytest
 
 from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from torchconform.core.outcome import Outcome
-from torchconform.collectors.sink_junit import decode_tc, encode_tc, suite_defaults, write_junit
+from torchconform.db.junit.write import decode_tc, encode_tc, suite_defaults, write_junit
 from torchconform.db import ingest as ingest_module
-from torchconform.db import junit_parse
+from torchconform.db.junit import parse as junit_parse
 from torchconform.db import queries
 from torchconform.db.ingest import ingest, parse_junit
 from torchconform.errors import UserError
@@ -113,7 +113,7 @@ def test_undecodable_bytes_in_a_message_are_written_as_replacement_characters(st
 
 
 def test_a_failed_junit_write_leaves_the_previous_file_and_no_temporary(tmp_path, monkeypatch):
-    from torchconform.collectors import sink_junit
+    from torchconform.db.junit import write as sink_junit
 
     path = tmp_path / "run.xml"
     write_junit(str(path), {"suite": "ops"}, tricky_outcomes(3))
@@ -130,7 +130,7 @@ def test_a_failed_junit_write_leaves_the_previous_file_and_no_temporary(tmp_path
 
 def test_sink_fed_in_batches_writes_what_one_write_of_everything_writes(tmp_path):
     # The sink keeps the suite defaults' counts batch by batch instead of recounting.
-    from torchconform.collectors.sink_junit import JunitSink
+    from torchconform.db.junit.write import JunitSink
 
     outcomes = tricky_outcomes()
     sink = JunitSink(tmp_path / "sink.xml")
@@ -267,7 +267,7 @@ def test_bulk_write_restores_the_connection_settings(tmp_path):
 def test_junit_sink_rewrites_take_a_bounded_share_of_the_run(tmp_path, monkeypatch):
     """A rewrite that took 2 s is not repeated for 40 s (5 %), a quick one every 10 s;
     the end of the run always writes."""
-    from torchconform.collectors import sink_junit
+    from torchconform.db.junit import write as sink_junit
 
     clock = [100.0]
     writes = []

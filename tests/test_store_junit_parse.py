@@ -1,4 +1,4 @@
-"""The runner's test case lines read without expat (db/junit_parse.py) give exactly what
+"""The runner's test case lines read without expat (db/junit/parse.py) give exactly what
 expat gives: the same outcomes, the same errors on the same lines, on the runner's own
 files and on files built to trip a line reader (comments, open tags, references, a
 DTD, other encodings, nested and multi-line test cases)."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from torchconform.core.outcome import Outcome
-from torchconform.collectors.sink_junit import write_junit
-from torchconform.db import junit_parse
-from torchconform.db.junit_reader import parse_junit
+from torchconform.db.junit.write import write_junit
+from torchconform.db.junit import parse as junit_parse
+from torchconform.db.junit.read import parse_junit
 from torchconform.errors import UserError
 
 from test_store_junit_encoding import tricky_outcomes

@@ -21,7 +21,7 @@ def test_workers_failing_at_start_up_end_the_run_with_their_error(tmp_path):
 
 
 def test_a_worker_is_pinned_modulo_the_host_device_count(monkeypatch):
-    from torchconform.collectors import device
+    from torchconform.core import device
     from torchconform.core.profile import load_profile
 
     profile = load_profile("cuda")

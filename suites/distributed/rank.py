@@ -99,7 +99,7 @@ def backend_string(device_type: str, profile) -> str:
 
 
 def _setup() -> Context:
-    from torchconform.collectors.device import setup_device
+    from torchconform.core.device import setup_device
     from torchconform.core.profile import load_profile
 
     device_type = os.environ.get("TORCHCONFORM_DEVICE") or "cpu"

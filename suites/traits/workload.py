@@ -1,13 +1,9 @@
 """The eager fallback probe's workload: operators young backends commonly run on the
-CPU, each called once on the device.  Kept free of torch at import: refdev's ground
-truth (``refdev.expected_traits``) reads ``EAGER_FALLBACK_OPS`` to say which of its
-fallback operators the probe can see."""
+CPU, each called once on the device (the operators: ``core.traitnotes.EAGER_FALLBACK_OPS``,
+which refdev's ground truth, ``refdev.expected_traits``, reads too)."""
 from __future__ import annotations
 
-# The aten operator each call of eager_fallback_workload asks of the device (its name
-# in the dispatcher: torch.unique without dim is aten::_unique2).
-EAGER_FALLBACK_OPS = ("aten::nonzero", "aten::cumsum", "aten::cumprod", "aten::sort", "aten::topk",
-                      "aten::median", "aten::kthvalue", "aten::_unique2", "aten::masked_select")
+from torchconform.core.traitnotes import EAGER_FALLBACK_OPS
 
 
 def eager_fallback_workload(dev: str) -> dict:

@@ -192,7 +192,7 @@ def pytest_args(src: str | None = None, files=None, selection: str | None = None
         message = check_checkout(src)
         if message:
             warn(message)
-    args = ["-c", INI, "--rootdir", src, "-p", PLUGIN, "-p", "torchconform.skiplists.plugin"]
+    args = ["-c", INI, "--rootdir", src, "-p", PLUGIN, "-p", "torchconform.collectors.skiplist_plugin"]
     if (config.get("pytest") or {}).get("noconftest", True):
         args.append("--noconftest")
     return args + extra + paths

@@ -107,7 +107,7 @@ def _set_run_tests_globals() -> None:
 
 
 def _matcher(config):
-    from torchconform.skiplists import plugin as sp
+    from torchconform.collectors import skiplist_plugin as sp
 
     return config.stash.get(sp._MATCHER_KEY, None)
 
@@ -117,7 +117,7 @@ def op_overrides_from_skiplist(config) -> tuple[dict, set]:
     matcher = _matcher(config)
     if matcher is None:
         return {}, set()
-    from torchconform.skiplists.plugin import run_mode
+    from torchconform.collectors.skiplist_plugin import run_mode
 
     entries = [e for e in matcher.entries
                if e.op is not None and run_mode(e, matcher.audit) == "skip" and e.active()

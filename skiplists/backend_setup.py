@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 
 from torchconform.errors import UserError
-from torchconform.skiplists.backend_env import AUTOLOAD_ENV, autoload_enabled
+from torchconform.core.backend_env import AUTOLOAD_ENV, autoload_enabled
 
 GENERATED_DIR = os.path.join(".torchconform", "profiles")
 # the plugin's option -> the CLI's (messages from pytest's child name the plugin's)
@@ -70,7 +70,7 @@ def resolve_backend(args, check: bool = True) -> Backend:
 
 
 def _setup_for(profile, module: str) -> str:
-    """The profile's setup runs when the module it belongs to is the one loaded (collectors/device.py)."""
+    """The profile's setup runs when the module it belongs to is the one loaded (torchconform/core/device.py)."""
     return profile.setup if profile.setup and (not module or module == profile.backend_module) else ""
 
 
@@ -78,7 +78,7 @@ def _check(args, backend: Backend) -> None:
     profile = backend.profile
     module = backend.backend_module or profile.backend_module
     setup = _setup_for(profile, backend.backend_module)
-    # an autoloaded backend_module is fine: collectors/device.py brings the device up with
+    # an autoloaded backend_module is fine: torchconform/core/device.py brings the device up with
     # torch imported first and does not import a module whose device is registered already
     probe_backend(args, profile, profile.device, module, setup, False, backend)
     backend.checked = True

@@ -1,12 +1,12 @@
 """Streaming JUnit XML parsing: each <testcase>'s attributes, tc fields, first result
-element and captured output, handed to a callback (db/junit_reader.py makes store
+element and captured output, handed to a callback (db/junit/read.py makes store
 rows of them).
 
 expat with handlers that keep only what an outcome needs: no tree is built, and a
 150k-case file streams in bounded memory.  junitparser, which wraps ElementTree
 elements in objects, stays the reference reader in the tests.
 
-**The runner's lines.**  The runner's JUnit sink (collectors/sink_junit.py) writes each
+**The runner's lines.**  The runner's JUnit sink (db/junit/write.py) writes each
 test case on one line, in one shape.  Such a line is read with one regular expression
 and withheld from expat: in a 150k-case file expat's two callbacks per element cost
 about as much as storing the rows.  expat still reads everything else (the document's

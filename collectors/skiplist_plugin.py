@@ -1,8 +1,8 @@
 """pytest side of skiplists: ``skip`` entries at collection, ``xfail`` entries at run time.
 
 Inert unless ``--tc-skiplist PATH`` (repeatable) or ``$TORCHCONFORM_SKIPLIST``
-(``os.pathsep``-separated) names files.  Load it with ``-p torchconform.skiplists.plugin``
-or from another plugin with ``pytest_plugins = ["torchconform.skiplists.plugin"]``.
+(``os.pathsep``-separated) names files.  Load it with ``-p torchconform.collectors.skiplist_plugin``
+or from another plugin with ``pytest_plugins = ["torchconform.collectors.skiplist_plugin"]``.
 
 Two ways in, one matcher:
 

@@ -1,13 +1,13 @@
 """Streaming JUnit XML reader: test cases in, Outcome records out.
 
 Test cases that carry torchconform's ``tc`` attribute (written by the runner's JUnit
-sink, collectors/sink_junit.py, with the suite's ``tc.default.*``; or the older forms,
+sink, db/junit/write.py, with the suite's ``tc.default.*``; or the older forms,
 a ``tc`` property or one ``tc.<field>`` property per field) are taken as they are; others are classified
 from their failure/error/skip messages by the one classifier,
 ``core.classify.classify_text``, so an ingested file and a live run of the same
 tests agree.
 
-Parsing (db/junit_parse.py) streams the file and hands over each test case's
+Parsing (db/junit/parse.py) streams the file and hands over each test case's
 attributes, tc fields, first result element and captured output; this module turns
 them into store rows, caching what repeats (tc values, messages, places, values).
 """
@@ -21,8 +21,8 @@ from torchconform.core.outcome import (
     as_float,
     PASS, PASS_FALLBACK, Outcome, bound_message, check_outcome, render_repro,
 )
-from torchconform.collectors.sink_junit import class_part, decode_tc, test_id_of_case, test_id_prefix, unescape_tc
-from torchconform.db.junit_parse import iter_cases
+from torchconform.db.junit.write import class_part, decode_tc, test_id_of_case, test_id_prefix, unescape_tc
+from torchconform.db.junit.parse import iter_cases
 from torchconform.db.store import outcome_from_rows
 from torchconform.db.values import US_PER_S, duration_us
 from torchconform.errors import UserError

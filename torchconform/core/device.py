@@ -16,7 +16,7 @@ import sys
 import threading
 
 from torchconform.errors import UserError
-from torchconform.skiplists.backend_env import AUTOLOAD_ENV, AUTOLOAD_GROUP, IN_TREE, BringUpError, bring_up
+from torchconform.core.backend_env import AUTOLOAD_ENV, AUTOLOAD_GROUP, IN_TREE, BringUpError, bring_up
 
 
 def _bring_up_words(device: str, module: str, exc: BringUpError) -> str:

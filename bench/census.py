@@ -17,10 +17,12 @@ import os
 import tempfile
 import time
 
+from torchconform import settings
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default=os.environ.get("TORCHCONFORM_REFDEV_PROFILE", "young-backend"))
+    parser.add_argument("--profile", default=settings.get("TORCHCONFORM_REFDEV_PROFILE"))
     parser.add_argument("--models", default=",".join(MODELS), help="models whose trace overhead to time ('' = none)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--compile", action="store_true", help="also time the compile set's extra CPU compile")
@@ -30,7 +32,7 @@ def main() -> int:
     from torchconform.census import records, trace
     from torchconform.core import dispatch
     from torchconform.census.take import quiet_output, take_census
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     t0 = time.perf_counter()
     cpu0 = time.process_time()

@@ -112,8 +112,8 @@ def main(argv=None) -> int:
     if proc.returncode != 0:
         print(f"run failed: exit status {proc.returncode}")
 
-    from torchconform.db.queries import iter_outcomes
-    from torchconform.db.store import open_store
+    from torchconform.db.read_rows import iter_outcomes
+    from torchconform.db.opening import open_store
 
     with open_store(db if "://" in db else f"sqlite:///{db}", create=False) as store:
         outcomes = list(iter_outcomes(store, build))

@@ -22,6 +22,23 @@ from dataclasses import dataclass, field
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GROUND = "torchconform"
 ENTRY = "torchconform.__main__"
+# The floors, lowest first: a file may import its own folder, the ground and the folders on
+# lower floors, never one on its own floor or above (docs/architecture.md says why each sits
+# where it does).  The ground is ``torchconform/`` with ``torchconform/core/``.
+FLOORS = (
+    (GROUND,),
+    ("refdev",),
+    ("skiplists",),
+    ("db",),
+    ("census",),
+    ("collectors",),
+    ("suites",),
+    ("ci",),
+    ("dashboard",),
+    ("sweep",),
+    ("cli",),
+    (ENTRY,),
+)
 
 
 def components(root: str = ROOT) -> list[str]:
@@ -173,7 +190,17 @@ def folder_edges(graph: Graph) -> dict[tuple[str, str], int]:
     return dict(counts)
 
 
-def figures(graph: Graph) -> dict:
+def upward_edges(graph: Graph, floors=FLOORS) -> list[str]:
+    """File edges that leave their folder for one on the same floor or above."""
+    rank = {folder: i for i, floor in enumerate(floors) for folder in floor}
+    unknown = sorted({graph.folder(m) for m in graph.files} - set(rank))
+    if unknown:
+        raise ValueError(f"folders on no floor: {', '.join(unknown)}; add them to FLOORS in bench/import_graph.py")
+    return sorted(f"{s} -> {t}" for s, ts in graph.edges.items() for t in ts
+                  if graph.folder(s) != graph.folder(t) and rank[graph.folder(t)] >= rank[graph.folder(s)])
+
+
+def figures(graph: Graph, floors=FLOORS) -> dict:
     between = folder_edges(graph)
     pairs = sorted({tuple(sorted(p)) for p in between if (p[1], p[0]) in between})
     folder_graph = defaultdict(set)
@@ -185,6 +212,7 @@ def figures(graph: Graph) -> dict:
         "folder_pairs_both_ways": [(a, b, between[(a, b)], between[(b, a)]) for a, b in pairs],
         "folder_groups": strongly_connected(set(folder_graph) | {b for bs in folder_graph.values() for b in bs}, folder_graph),
         "file_circles": strongly_connected(graph.files, graph.edges),
+        "upward": upward_edges(graph, floors),
         "ground_imports_components": sorted(
             f"{s} -> {t}" for s, ts in graph.edges.items() for t in ts
             if graph.folder(s) == GROUND and graph.folder(t) != GROUND),
@@ -210,6 +238,10 @@ def main(argv=None) -> int:
     if args.detail:
         for circle in circles:
             print("  " + " <-> ".join(circle))
+    print(f"imports reaching up a floor: {len(found['upward'])}")
+    if args.detail:
+        for line in found["upward"]:
+            print("  " + line)
     print(f"ground package importing a component: {len(found['ground_imports_components'])}")
     if args.detail:
         for line in found["ground_imports_components"]:

@@ -47,7 +47,7 @@ def _peak_mb() -> float:
 def child_ingest(xml: str, url: str, build: str) -> dict:
     """Runs in a fresh process: parse + store one file, timing each part."""
     from torchconform.db.ingest import JunitReader, ingest
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     from torchconform.gcpause import no_cyclic_gc
 
@@ -72,7 +72,7 @@ def child_ingest(xml: str, url: str, build: str) -> dict:
 
 def child_store_only(n: int, url: str, build: str) -> dict:
     """The store's bulk path alone (no XML): Store.add_outcomes of the seed rows in 20k batches."""
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     outcomes = gen_outcomes.synthetic_outcomes(n)
     store = open_store(url)
@@ -92,7 +92,7 @@ def child_raw_sqlite(n: int, path: str) -> dict:
     """Baseline: plain sqlite3.executemany of the same rows into the same schema: the tests,
     the distinct values (db/values.py), the results pointing at them and the build's values.
     Only the inserts are timed; finding the values is part of what the store's time pays."""
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
     from torchconform.db.values import digest, duration_us
 
     open_store(path).close()  # same tables and indexes
@@ -126,9 +126,10 @@ def child_raw_sqlite(n: int, path: str) -> dict:
 
 
 def child_queries(url: str, xml_a: str, xml_b: str) -> dict:
-    from torchconform.db import queries
+    from torchconform.census import impact
+    from torchconform.db import read_builds, read_changes, read_rows
     from torchconform.db.ingest import ingest
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     store = open_store(url)
     ingest(store, [xml_a], "A")
@@ -136,12 +137,12 @@ def child_queries(url: str, xml_a: str, xml_b: str) -> dict:
     from torchconform.ci.pipeline import load_records
 
     out = {}
-    for label, fn in (("summary_s", lambda: queries.summary(store, "B")),
-                      ("diff_s", lambda: queries.diff(store, "A", "B")),
-                      ("op_matrix_s", lambda: queries.op_matrix(store, "B")),
-                      ("leaderboard_s", lambda: queries.missing_op_leaderboard(store, "B")),
-                      ("latest_rows_s", lambda: sum(1 for _ in queries.latest_rows(store, "B"))),
-                      ("iter_outcomes_s", lambda: sum(1 for _ in queries.iter_outcomes(store, "B"))),
+    for label, fn in (("summary_s", lambda: read_builds.summary(store, "B")),
+                      ("diff_s", lambda: read_changes.diff(store, "A", "B")),
+                      ("op_matrix_s", lambda: read_builds.op_matrix(store, "B")),
+                      ("leaderboard_s", lambda: impact.leaderboard(store, "B")),
+                      ("latest_rows_s", lambda: sum(1 for _ in read_rows.latest_rows(store, "B"))),
+                      ("iter_outcomes_s", lambda: sum(1 for _ in read_rows.iter_outcomes(store, "B"))),
                       ("gate_load_s", lambda: load_records(store, "B"))):
         fn()  # warm the page cache once, then time the second call
         t0, c0 = time.perf_counter(), time.process_time()
@@ -158,7 +159,7 @@ def child_series(n: int, builds: int, path: str) -> dict:
     """A nightly series: ``builds`` builds of ``n`` outcomes, each 2% different from the first
     (bench/gen_outcomes.write_builds), written one after another; the file's size after each
     (WAL checkpointed), and where the bytes are at the end (SQLite's dbstat)."""
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     sizes = []
     t0 = time.perf_counter()

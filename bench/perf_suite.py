@@ -35,8 +35,8 @@ def main(argv=None) -> int:
 
     from torchconform.core.outcome import SKIPPED
     from torchconform.db import perf as perf_db
-    from torchconform.db import queries
-    from torchconform.db.store import open_store
+    from torchconform.db import read_rows
+    from torchconform.db.opening import open_store
 
     with tempfile.TemporaryDirectory(prefix="tc-perf-bench-") as tmp:
         db = args.db or f"sqlite:///{tmp}/bench.db"
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
             print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
             return proc.returncode
         with open_store(db, create=False) as store:
-            outcomes = list(queries.iter_outcomes(store, build))
+            outcomes = list(read_rows.iter_outcomes(store, build))
             rows = perf_db.build_rows(store, build)
     tests = len(outcomes)
     timed = {o.op for o in outcomes if o.outcome not in SKIPPED}

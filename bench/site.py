@@ -39,8 +39,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_outcomes import SEED_TOTAL, write_builds  # noqa: E402
 
 from torchconform.dashboard import build_site  # noqa: E402
-from torchconform.db import queries as real_queries  # noqa: E402
-from torchconform.db.store import open_store  # noqa: E402
+from torchconform.dashboard.reads import READS as real_queries  # noqa: E402
+from torchconform.db.opening import open_store  # noqa: E402
 
 # Wall-time targets per phase (issue 20): a cold rebuild of 30 builds, and one nightly build on
 # top of them; a warm run (nothing changed) is held to the nightly one.

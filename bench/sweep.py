@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from torchconform.sweep.protocol import Engine
+
 
 def _cpu() -> float:
     import resource
@@ -33,18 +35,19 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _sweep(selection, device, variants, workers, compile_backend, db):
+def _sweep(selection, device, variants, workers, compile_backend, db, engine="local"):
     from torchconform.sweep.driver import SweepOptions, run_sweep
 
     start = time.perf_counter()
-    report = run_sweep(SweepOptions(build=f"bench-{workers}", selection=selection, device=device,
+    label = workers if engine == "local" else engine
+    report = run_sweep(SweepOptions(build=f"bench-{label}", selection=selection, device=device, engine=engine,
                                     variants=variants, workers=workers, db=db, timeout=600,
                                     compile_backend=compile_backend,
                                     progress_stream=open(os.devnull, "w")))
     return time.perf_counter() - start, report
 
 
-class _InlineEngine:
+class _InlineEngine(Engine):
     """The baseline: the same models run one after another in this process, no worker.
 
     Set up exactly like a sweep worker (thread count, backend, device string,
@@ -83,9 +86,10 @@ def _warm_driver(device, selection, db):
     transformers, the store; creating a database) before anything is timed: they are
     neither per model nor part of the isolation."""
     from torchconform.config import db_url
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
     from torchconform.suites.models import catalog
-    from torchconform.sweep.driver import device_count, resolve_profile
+    from torchconform.sweep.driver import resolve_profile
+    from torchconform.sweep.engines import device_count
 
     profile, device = resolve_profile(device, "")
     device_count(profile, device)
@@ -96,14 +100,14 @@ def _warm_driver(device, selection, db):
 def _in_process_child(conn, selection, device, variants, compile_backend, tmp):
     """Runs in a fresh process, like a worker, so that first-use costs (lazy imports of
     each model's module, dynamo's first compile) are paid here exactly as in a worker."""
-    from torchconform.sweep import driver
+    from torchconform.sweep import driver, engines
     from torchconform.sweep.protocol import Settings
 
     _warm_driver(device, selection, os.path.join(tmp, "warm-inproc.db"))
     profile, dev = driver.resolve_profile(device, "")
     engine = _InlineEngine(Settings(device=dev, profile=profile.path or profile.name))
-    driver.make_engine = lambda opts, prof, device: engine  # same driver, same store writes
-    took, report = _sweep(selection, device, variants, "inproc", compile_backend, os.path.join(tmp, "inproc.db"))
+    engines.register("inproc", lambda opts, prof, device: engine)  # same driver, same store writes
+    took, report = _sweep(selection, device, variants, 1, compile_backend, os.path.join(tmp, "inproc.db"), engine="inproc")
     conn.send((took, report.ran))
 
 

@@ -1,16 +1,21 @@
 """A build's census joined with its model sets and test results: what each operator blocks.
 
 The readers of the store for census.plan (pure) and for the leaderboard / site:
-``load_impact`` reads one build; ``op_models`` turns the per-model blocking sets
-into per-operator rows (models blocked, composites reaching it); ``history`` says
-per operator in which build it was first seen missing and since which build it works.
+``load_impact`` reads one build (``census_impact``: without its test counts;
+``leaderboard``: the missing-operator leaderboard with the census's per-model counts);
+``op_models`` turns the per-model blocking sets into per-operator rows (models blocked,
+composites reaching it); ``history`` says per operator in which build it was first seen
+missing and since which build it works.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from torchconform.core.dispatch import Row
+from torchconform.census import models, records
 from torchconform.census.models import DIRECT, ModelBlock
+from torchconform.db.read_builds import latest_build
+from torchconform.db.read_ops import missing_op_leaderboard
 
 
 @dataclass
@@ -38,17 +43,37 @@ def load_impact(store, build: str, tests: dict[str, int] | None = None, rows: li
     """Build ``build``'s impact.  ``tests``: tests blocked per operator when the caller has counted
     them (the site), else read; ``rows``: its census when already read.  No census: a UserError
     naming `torchconform census` when ``required``, else None."""
-    from torchconform.census import models, records
-
     if rows is None:
         rows = records.require(store, build) if required else records.load(store, build)
         if rows is None:
             return None
     blocks = models.blocking_for_build(store, build, rows)
     if tests is None:
-        from torchconform.db import queries
-        tests = {e["op"]: e["tests"] for e in queries.missing_op_leaderboard(store, build, census=False)}
+        tests = {e["op"]: e["tests"] for e in missing_op_leaderboard(store, build)}
     return Impact(build, rows, blocks, dict(tests))
+
+
+def census_impact(store, build: str) -> Impact | None:
+    """The build's Impact without its test counts (the caller has them), None without a census."""
+    if "census" not in (store.build_row(build)["metadata"] or {}):
+        return None   # no census: not worth the model query
+    return load_impact(store, build, tests={}, required=False)
+
+
+def census_models(store, build: str) -> dict | None:
+    """``op_models`` of the build, None without a census or a traced model: the
+    leaderboard's full per-model counts."""
+    found = census_impact(store, build)
+    return op_models(found.blocks) if found is not None and found.traced else None
+
+
+def leaderboard(store, build: str | None = None) -> list[dict]:
+    """db/read_ops.py's ``missing_op_leaderboard`` of ``build`` (default: the latest build)
+    with the census's full per-model counts when the build has a census and traced models."""
+    build = build or latest_build(store)
+    if build is None:
+        return []
+    return missing_op_leaderboard(store, build, census_models(store, build))
 
 
 def op_models(blocks: dict[str, ModelBlock]) -> dict[str, dict]:

@@ -6,7 +6,7 @@ command is the test's own recorded repro command (same interpreter, same file,
 same ``--tc-device``/``--tc-profile``, same refdev profile variable), plus
 ``--tc-jsonl`` so that the plugin's classification of the attempt comes back
 to us.  Each attempt is stored in the build as another result of the test
-with its attempt number (2, 3, ...); ``torchconform.db.queries.flaky_tests``
+with its attempt number (2, 3, ...); ``torchconform.db.read_changes.flaky_tests``
 reads them back, so a test's flaky history is queryable.
 
 A test is ``flaky`` when any attempt passes: reported by the gate, not failing.
@@ -205,17 +205,17 @@ def confirm(records: Iterable[dict], reruns: int, runner: Callable[[dict, int], 
 
 def next_attempt(store, build: str, test_id: str) -> int:
     """1 + the highest attempt already stored for the test in the build."""
-    from torchconform.db import queries
+    from torchconform.db import read_changes
 
-    attempts = [h["attempt"] for h in queries.test_history(store, test_id) if h["build"] == build]
+    attempts = [h["attempt"] for h in read_changes.test_history(store, test_id) if h["build"] == build]
     return max(attempts, default=1) + 1
 
 
 def stored_flaky(store, build: str) -> dict[str, dict]:
     """Tests already confirmed flaky in ``build`` by an earlier gate run: {test_id: entry}."""
-    from torchconform.db import queries
+    from torchconform.db import read_changes
 
-    return {f["test_id"]: f for f in queries.flaky_tests(store, build=build) if f["flaky"]}
+    return {f["test_id"]: f for f in read_changes.flaky_tests(store, build=build) if f["flaky"]}
 
 
 def confirm_and_store(store, build: str, records: list[dict], reruns: int, device: str = "", profile: str = "",

@@ -19,7 +19,7 @@ from torchconform.ci.report import junit_xml, markdown
 from torchconform.core import clusters as clusters_mod
 from torchconform.gated import gate_context
 from torchconform.errors import UserError
-from torchconform.suites.traits.readback import SUITE as TRAITS_SUITE, compare_traits, traits_from_records
+from torchconform.db.readback import SUITE as TRAITS_SUITE, compare_traits, traits_from_records
 
 
 @dataclass
@@ -47,7 +47,7 @@ def resolve_baseline(store, build: str, spec: str, branch: str = "") -> str | No
     against its target branch).  ``branch``: the branch the gate records on a build
     that has none (``gate --branch``), so ``latest`` looks where the build will belong.
     """
-    from torchconform.db import queries
+    from torchconform.db import read_builds
     from torchconform.db.series import baselines
 
     spec = (spec or "latest").strip()
@@ -59,7 +59,7 @@ def resolve_baseline(store, build: str, spec: str, branch: str = "") -> str | No
     on_branch = spec.split(":", 1)[1] if ":" in spec else ""
     if spec.startswith("latest:") and not on_branch:
         raise UserError("--baseline latest: names no branch; use latest, latest:BRANCH or a build name")
-    ordered = queries.list_builds(store, series=True)   # oldest first, by (created, id): exact order
+    ordered = read_builds.list_builds(store, series=True)   # oldest first, by (created, id): exact order
     mine = next((b for b in ordered if b["name"] == build), None)
     if mine is None:
         store.build_row(build)  # UserError naming `torchconform builds`
@@ -75,10 +75,10 @@ def _lookup_branch(spec: str, row: dict, branch: str) -> str | None:
 
 def _series_text(store, build: str, spec: str, branch: str) -> str:
     """The series ``latest`` / ``latest:BRANCH`` looked in, for the error that found nothing."""
-    from torchconform.db import queries
+    from torchconform.db import read_builds
     from torchconform.db.series import series_of
 
-    row = next(b for b in queries.list_builds(store, series=True) if b["name"] == build)
+    row = next(b for b in read_builds.list_builds(store, series=True) if b["name"] == build)
     on_branch = _lookup_branch((spec or "latest").strip(), row, branch)
     series = series_of(row)
     return (series.on_branch(on_branch) if on_branch else series).describe()
@@ -92,35 +92,35 @@ def load_records(store, build: str, names: dict[int, str] | None = None) -> Reco
     ``names``: {tests.id: test id} of the store (``test_names``), shared by both builds
     the gate loads."""
     from torchconform.ci.records import Value
-    from torchconform.db import queries
+    from torchconform.db import read_rows
 
     names = test_names(store) if names is None else names
-    rows = list(queries.latest_rows(store, build, ("test_pk", "result_id", "value_id", "max_abs_err", "max_rel_err"),
+    rows = list(read_rows.latest_rows(store, build, ("test_pk", "result_id", "value_id", "max_abs_err", "max_rel_err"),
                                     plain=True))
     tids = [names[r[0]] for r in rows]
     vid = dict(zip(tids, map(itemgetter(2), rows)))
     result_of = dict(zip(tids, map(itemgetter(1), rows)))
     errors = {t: (r[3], r[4]) for t, r in zip(tids, rows) if r[3] is not None}
     values = {v: Value(o, k, m, tuple(f.split()), s, d, msg)
-              for v, (o, k, m, f, s, d, msg, _repro) in queries.values_by_id(store, set(vid.values())).items()}
-    fields = queries.OUTCOME_FIELDS
+              for v, (o, k, m, f, s, d, msg, _repro) in read_rows.values_by_id(store, set(vid.values())).items()}
+    fields = read_rows.OUTCOME_FIELDS
 
     def fetch(tids: list[str]) -> dict[str, dict]:
-        rows = queries.results_by_id(store, [result_of[t] for t in tids], fields)
+        rows = read_rows.results_by_id(store, [result_of[t] for t in tids], fields)
         out = {}
         for t in tids:
             rec = dict(zip(fields, rows[result_of[t]]))
             rec["fallback_ops"] = rec["fallback_ops"].split() if rec["fallback_ops"] else []
             out[t] = rec
         return out
-    return Records(vid, values, errors, fetch, lambda suite: queries.suite_tests(store, suite), space=store)
+    return Records(vid, values, errors, fetch, lambda suite: read_rows.suite_tests(store, suite), space=store)
 
 
 def test_names(store) -> dict[int, str]:
     """{tests.id: test id} of every stored test (one read, for both builds of a gate)."""
-    from torchconform.db import queries
+    from torchconform.db import read_rows
 
-    return dict(queries.stored_tests(store, ("test_id",)))
+    return dict(read_rows.stored_tests(store, ("test_id",)))
 
 
 def gate_build(store, build: str, baseline: str = "latest", config: GateConfig | None = None,
@@ -132,10 +132,10 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
     ``branch``: the branch the build came from, recorded on it when it has none
     yet, so that the next build's ``latest:BRANCH`` finds it.
     """
-    from torchconform.db import queries
+    from torchconform.db import read_builds
 
     config = config or default_config()
-    info = queries.build_info(store, build)          # UserError if unknown
+    info = read_builds.build_info(store, build)          # UserError if unknown
     base = resolve_baseline(store, build, baseline, branch=branch)
     if base is None and not allow_no_baseline:
         raise UserError(f"no baseline for build {build!r} ({baseline}: no earlier complete build of its series, "
@@ -162,7 +162,7 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
     new = load_records(store, build, names)
     # what each build declared (the runner records it; collectors/traitfail.py): a failure a
     # trait explains is a regression only when the trait itself changed
-    traits = (declared_traits(old, queries.build_info(store, base)["metadata"].get("declared_traits")),
+    traits = (declared_traits(old, read_builds.build_info(store, base)["metadata"].get("declared_traits")),
               declared_traits(new, info["metadata"].get("declared_traits")))
     if not new:
         notes.append(f"Build `{build}` has no stored outcomes.")

@@ -2,8 +2,9 @@
 names each build's series: device, backend profile, branch, suite set; db/series.py)."""
 import json
 
-from torchconform.db import queries
-from torchconform.db.store import open_store
+from torchconform.cli.options import add_db, add_json
+from torchconform.db import read_builds
+from torchconform.db.opening import open_store
 
 
 COLUMNS = (("build", "name", "<"), ("created", "created", "<"), ("branch", "branch", "<"),
@@ -15,8 +16,8 @@ FOOTNOTE = ("tests: tests with a result (what `summary` counts, each test's late
 
 def _run(args) -> int:
     with open_store(args.db, create=False) as store:
-        rows = queries.list_builds(store, series=True)
-        tests = queries.test_counts(store)
+        rows = read_builds.list_builds(store, series=True)
+        tests = read_builds.test_counts(store)
     for r in rows:
         r["tests"] = tests.get(r["name"], 0)
         r["state"] = "complete" if r["complete"] else "incomplete"
@@ -40,6 +41,6 @@ def _run(args) -> int:
 
 def register(sub):
     p = sub.add_parser("builds", help="list the stored builds")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_json(p)
+    add_db(p)
     p.set_defaults(func=_run)

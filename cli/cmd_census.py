@@ -14,6 +14,7 @@ import json
 import os
 import sys
 
+from torchconform.cli.options import add_build, add_db, add_device, add_json
 from torchconform.errors import UserError
 
 CSV_COLUMNS = ("op", "status", "via", "covered", "reached", "blocked_by")
@@ -114,7 +115,7 @@ def _run(args) -> int:
     from torchconform.census import diff as diff_mod
     from torchconform.census import records
     from torchconform.config import db_url
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     _check_csv(args.csv)
     if args.models and args.baseline:
@@ -192,12 +193,12 @@ def _observed_fallback(url: str, build: str) -> list[str]:
     """Operators the build's passing tests ran through the CPU fallback (none before any
     test of the build ran, or where the store does not exist yet)."""
     from torchconform.census.agreement import findings
-    from torchconform.db import queries
-    from torchconform.db.store import open_store
+    from torchconform.db import read_rows
+    from torchconform.db.opening import open_store
 
     try:
         with open_store(url, create=False) as store:
-            found = findings(queries.iter_outcomes(store, build))
+            found = findings(read_rows.iter_outcomes(store, build))
     except UserError:
         return []
     return sorted(op for op, f in found.items() if f.fallback)
@@ -207,17 +208,17 @@ def _agreement(store, build: str, rows):
     """The census against the build's own tests (census/agreement.py); None when the build
     holds no test results (a census taken alone)."""
     from torchconform.census.agreement import compare
-    from torchconform.db import queries
+    from torchconform.db import read_rows
 
-    outcomes = list(queries.iter_outcomes(store, build))
+    outcomes = list(read_rows.iter_outcomes(store, build))
     return compare(rows, outcomes) if outcomes else None
 
 
 def register(sub):
     p = sub.add_parser("census", help="every ATen operator's status on a device, stored per build")
-    p.add_argument("--build", required=True, help="build to store the census as (or to read it from)")
-    p.add_argument("--device", help="device under test (refdev, cuda, cpu, a PrivateUse1 name); "
-                                    "without it the stored census of --build is read")
+    add_build(p, help="build to store the census as (or to read it from)")
+    add_device(p, help="device under test (refdev, cuda, cpu, a PrivateUse1 name); "
+                       "without it the stored census of --build is read")
     p.add_argument("--profile", help="backend profile (skiplists/<name>/profile.yaml or a path); default: the device's")
     p.add_argument("--backend-module", help="module that registers the backend (default: the profile's)")
     p.add_argument("--baseline", help="an earlier build with a census: list operators gained and lost since")
@@ -227,7 +228,7 @@ def register(sub):
     p.add_argument("--models", action="store_true",
                    help="list each model of the build with every operator blocking it on the census "
                         "(marked when reached only through a composite's decomposition)")
-    p.add_argument("--json", action="store_true", help="print JSON (rows, counts, diff; models with --models)")
+    add_json(p, help="print JSON (rows, counts, diff; models with --models)")
     p.add_argument("--csv", help="also write the rows to this CSV file")
-    p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_db(p)
     p.set_defaults(func=_run)

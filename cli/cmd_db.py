@@ -1,7 +1,8 @@
 """``torchconform db upgrade|status|check``: create or migrate the store's schema, check it for corruption."""
+from torchconform.cli.options import add_db
 from torchconform.config import mask_password
 from torchconform.db import migrate
-from torchconform.db.store import open_store, upgrade_schema
+from torchconform.db.opening import open_store, upgrade_schema
 
 
 def _upgrade(args) -> int:
@@ -62,12 +63,12 @@ def register(sub):
     dsub = p.add_subparsers(dest="db_command", metavar="ACTION")
     dsub.required = True
     up = dsub.add_parser("upgrade", help="create the schema or migrate it to this tool's version")
-    up.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_db(up)
     up.set_defaults(func=_upgrade)
     st = dsub.add_parser("status", help="print the schema version of the database and of this tool")
-    st.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_db(st)
     st.set_defaults(func=_status)
     ck = dsub.add_parser("check", help="check the store for corruption (SQLite: PRAGMA integrity_check); "
                                        "exit 1 when it is corrupt")
-    ck.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_db(ck)
     ck.set_defaults(func=_check)

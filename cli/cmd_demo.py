@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from torchconform.cli.options import add_db
 from torchconform.errors import UserError
 
 
@@ -69,7 +70,7 @@ def register(sub):
     p.add_argument("--selection", default="quick", choices=("quick", "full"), help="ops selection (default quick)")
     p.add_argument("--refdev-profile", default="young-backend", help="refdev operator profile (default young-backend)")
     p.add_argument("-n", "--workers", type=int, default=None, help="pytest-xdist workers (default: CPU count)")
-    p.add_argument("--db", default=None, help="results store (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_db(p)
     p.add_argument("--out", default="site", help="site folder (default ./site)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="stream pytest's own output as the run goes (default: a progress bar, the output in a log file)")

@@ -11,6 +11,9 @@ import os
 import platform
 import subprocess
 
+from torchconform import settings as tc_settings
+from torchconform.cli.options import add_db, add_json
+
 
 def _first_line(cmd) -> str:
     try:
@@ -142,7 +145,7 @@ def checks(load_device: bool = True, db=None, backend_module=None) -> dict:
         facts = _bring_up(info, "refdev", "torchconform.refdev", "torchconform.refdev:load", env)
         if facts is not None:
             info["devices"]["refdev"] = facts["device_count"]
-            info["refdev_profile"] = profiles.load_profile(os.environ.get("TORCHCONFORM_REFDEV_PROFILE")).name
+            info["refdev_profile"] = profiles.load_profile(tc_settings.given("TORCHCONFORM_REFDEV_PROFILE")).name
     info["ok"] = not info["problems"]
     return info
 
@@ -171,10 +174,9 @@ def _run(args) -> int:
 
 def register(sub):
     p = sub.add_parser("doctor", help="check torch, compiler, ninja, the database and every device that comes up")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_json(p)
     p.add_argument("--no-device", action="store_true", help="bring up no device (no refdev build, no backend)")
-    p.add_argument("--db", default=None, help="results store to report (path or URL; default $TORCHCONFORM_DB or "
-                                             "./torchconform.db)")
+    add_db(p)
     p.add_argument("--backend-module", default=None, metavar="M",
                    help="also bring up the PrivateUse1 device this module registers")
     p.set_defaults(func=_run)

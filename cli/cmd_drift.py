@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from torchconform.cli.options import add_build, add_db, add_device, add_json
 from torchconform.errors import UserError
 
 
@@ -30,7 +31,7 @@ def _print_table(columns, rows) -> None:
 def _run(args) -> int:
     from torchconform.ci.pipeline import resolve_baseline
     from torchconform.db import drift
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     if bool(args.op) != bool(args.dtype):
         raise UserError("--op and --dtype name one operator x dtype together; pass both")
@@ -77,13 +78,13 @@ def _run(args) -> int:
 
 def register(sub):
     p = sub.add_parser("drift", help="numerical error per operator x dtype: a build's, its growth, its history")
-    p.add_argument("--build", default="", help="the build (see `torchconform builds`)")
+    add_build(p, required=False, default="")
     p.add_argument("--baseline", default="", help="compare with this build, or 'latest' (the gate's baseline)")
     p.add_argument("--op", default="", help="one operator's history (with --dtype)")
     p.add_argument("--dtype", default="", help="one dtype's history (with --op)")
-    p.add_argument("--device", default="", help="history: only this device's builds")
+    add_device(p, default="", help="history: only this device's builds")
     p.add_argument("--top", type=int, default=50, help="rows to print (default 50)")
     p.add_argument("--all", action="store_true", help="with --baseline: also the operators whose error did not grow")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_json(p)
+    add_db(p)
     p.set_defaults(func=_run)

@@ -2,8 +2,9 @@
 import os
 import sys
 
+from torchconform.cli.options import add_build, add_db
 from torchconform.db.export import FORMATS, export
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 from torchconform.errors import UserError
 
 
@@ -30,8 +31,8 @@ def _run(args) -> int:
 
 def register(sub):
     p = sub.add_parser("export", help="export a stored build as JUnit XML, JSON or CSV")
-    p.add_argument("--build", required=True, help="build name")
+    add_build(p)
     p.add_argument("--format", required=True, choices=FORMATS, help="output format")
     p.add_argument("--out", help="output file (default: stdout)")
-    p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_db(p)
     p.set_defaults(func=_run)

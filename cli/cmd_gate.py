@@ -9,6 +9,7 @@ import json
 import os
 import sys
 
+from torchconform.cli.options import add_build, add_db, add_json
 from torchconform.errors import UserError
 
 
@@ -26,7 +27,7 @@ def _run(args) -> int:
     from torchconform.ci.report import write_outputs
     from torchconform.core.clusters import load_categories
     from torchconform.config import db_url
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     if args.reruns is not None and args.reruns < 0:
         raise UserError(f"--reruns {args.reruns} is negative; pass 0 to skip flaky confirmation or a count like 3")
@@ -69,11 +70,11 @@ def register(sub):
         description="Compare build NEW with a baseline by the rules in the gate config, rerun failing tests "
                     "to confirm flakiness, write a Markdown summary (also to $GITHUB_STEP_SUMMARY) and a JUnit "
                     "file of the verdicts.  Exit 0: passed, 1: failed, 2: usage or input error.")
-    p.add_argument("--build", required=True, metavar="NEW", help="the build to judge")
+    add_build(p, metavar="NEW", help="the build to judge")
     p.add_argument("--baseline", default="latest", metavar="OLD|latest[:BRANCH]",
                    help="baseline build name, or latest (newest earlier complete build on the same device), "
                         "or latest:BRANCH (default: latest)")
-    p.add_argument("--db", default=None, help="results database (path or URL; default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_db(p)
     p.add_argument("--config", default=None, help="gate config YAML (default: the shipped ci/gate.yaml)")
     p.add_argument("--summary", default=None, metavar="PATH", help="write the Markdown summary here")
     p.add_argument("--junit", default=None, metavar="PATH", help="write a JUnit XML file of the gate's verdicts here")
@@ -89,5 +90,5 @@ def register(sub):
     p.add_argument("--categories", default=None, metavar="PATH",
                    help="YAML file of named failure categories (name + message regex) for the summary's "
                         "failure clusters")
-    p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    add_json(p, help="print the verdicts as JSON")
     p.set_defaults(func=_run)

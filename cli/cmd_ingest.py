@@ -3,8 +3,9 @@ import shlex
 import socket
 import sys
 
+from torchconform.cli.options import add_build, add_db
 from torchconform.db.ingest import ingest
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 
 
 def _run(args) -> int:
@@ -19,11 +20,11 @@ def _run(args) -> int:
 def register(sub):
     p = sub.add_parser("ingest", help="load JUnit XML reports from any runner into the store")
     p.add_argument("files", nargs="+", metavar="FILE", help="JUnit XML files")
-    p.add_argument("--build", required=True, help="build name to store them under")
+    add_build(p, help="build name to store them under")
     p.add_argument("--suite", help="suite name (default: from the file)")
     p.add_argument("--append", action="store_true", help="add to an existing build instead of refusing")
     p.add_argument("--allow-empty", action="store_true",
                    help="store a report with no test cases as an empty run (refused by default)")
     p.add_argument("--profile", help="backend profile whose messages classify untagged outcomes (default: generic)")
-    p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_db(p)
     p.set_defaults(func=_run)

@@ -15,6 +15,7 @@ import csv
 import json
 import sys
 
+from torchconform.cli.options import add_build, add_db, add_json
 from torchconform.core import perf
 from torchconform.errors import UserError
 
@@ -26,7 +27,7 @@ def register(sub):
     p = sub.add_parser("perf", help="per-operator performance of a build: device vs CPU, slowest ops, changes",
                        description="Per-operator performance of a build (run --suite perf): the table, the "
                                    "operators slowest relative to CPU and the changes against a baseline.")
-    p.add_argument("--build", required=True, help="the build (see `torchconform builds`)")
+    add_build(p)
     p.add_argument("--baseline", default="", help="compare with this build, or 'latest' (the gate's baseline)")
     p.add_argument("--op", default="", help="only this operator (its OpInfo name, e.g. add or div.no_rounding_mode)")
     p.add_argument("--threshold", type=float, default=perf.DEFAULT_THRESHOLD,
@@ -39,9 +40,9 @@ def register(sub):
                         f"either build) are too noisy to judge (default {perf.DEFAULT_MAX_SPREAD})")
     p.add_argument("--top", type=int, default=10, help="slowest operators to list (default 10)")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="print JSON")
+    add_json(fmt)
     fmt.add_argument("--csv", action="store_true", help="print the table as CSV")
-    p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_db(p)
     p.set_defaults(func=_run)
 
 
@@ -83,7 +84,7 @@ def report(store, build: str, baseline_spec: str = "", op: str = "", threshold: 
 
 
 def _run(args) -> int:
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     with open_store(args.db, create=False) as store:
         result = report(store, args.build, args.baseline, args.op, args.threshold, args.floor, args.top,

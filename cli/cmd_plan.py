@@ -8,7 +8,8 @@ models' operator sets (`torchconform sweep --suite models`); tests count without
 """
 import json
 
-from torchconform.db.store import open_store
+from torchconform.cli.options import add_build, add_db, add_json
+from torchconform.db.opening import open_store
 from torchconform.errors import UserError
 
 
@@ -28,8 +29,8 @@ def _run(args) -> int:
 
 def register(sub):
     p = sub.add_parser("plan", help="the operators whose implementation unblocks the most models and tests")
-    p.add_argument("--build", required=True, help="build name (see `torchconform builds`); needs its census")
+    add_build(p, help="build name (see `torchconform builds`); needs its census")
     p.add_argument("--top", type=int, default=10, help="operators to plan (default 10)")
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_json(p, help="print the plan as JSON")
+    add_db(p)
     p.set_defaults(func=_run)

@@ -1,6 +1,8 @@
 """``torchconform refdev describe [--refdev-profile P] [--json]``: a profile's ground truth."""
 import json
 
+from torchconform.cli.options import add_json
+
 
 def _trait_text(value) -> str:
     """Switches read on/off; list traits (unsupported dtypes, leaking ops...) show their values."""
@@ -80,7 +82,7 @@ def register(sub):
     d.add_argument("--refdev-profile", "--profile", dest="profile",
                    help="refdev operator profile (full, young-backend) or YAML path; "
                         "default $TORCHCONFORM_REFDEV_PROFILE or young-backend")
-    d.add_argument("--json", action="store_true", help="print JSON")
+    add_json(d)
     d.add_argument("--list", action="store_true", help="also list every operator (text output)")
     d.set_defaults(func=_describe)
     c = rsub.add_parser("check", help="build/load the device and run a self-check")

@@ -19,6 +19,8 @@ import argparse
 import os
 import sys
 
+from torchconform import settings as tc_settings
+from torchconform.cli.options import add_build, add_db
 from torchconform.errors import UserError
 
 STANDIN = "torchconform.refdev.standin"
@@ -41,12 +43,13 @@ def ground_truth(db: str | None, build: str, profile: str) -> dict:
     those refdev's profile does not list as such (``refdev describe``)."""
     from torchconform import refdev
     from torchconform.config import db_url
-    from torchconform.db import queries
-    from torchconform.db.store import open_store
+    from torchconform.db.read_ops import missing_op_leaderboard
+    from torchconform.db.read_rows import iter_outcomes
+    from torchconform.db.opening import open_store
 
     with open_store(db_url(db)) as store:
-        missing = {e["op"] for e in queries.missing_op_leaderboard(store, build, census=False)}
-        fallback = {op for o in queries.iter_outcomes(store, build) for op in (o.fallback_ops or ())}
+        missing = {e["op"] for e in missing_op_leaderboard(store, build)}
+        fallback = {op for o in iter_outcomes(store, build) for op in (o.fallback_ops or ())}
     truth = refdev.describe(profile)
     return {"missing": (missing, missing - set(truth["missing"])),
             "fallback": (fallback, fallback - set(truth["fallback"]))}
@@ -106,7 +109,7 @@ def _spec_args(parser, args) -> list[str]:
         raise UserError("this torchconform's run has no --spec option yet; rehearse without --spec")
     if not os.path.isfile(args.spec):
         raise UserError(f"--spec {args.spec!r} is not a file; give a torch-neuronx spec JSON file")
-    src = args.pytorch_src or os.environ.get("TORCHCONFORM_PYTORCH_SRC")
+    src = args.pytorch_src or tc_settings.given("TORCHCONFORM_PYTORCH_SRC")
     if not src:
         raise UserError("--spec runs PyTorch's own test files: give --pytorch-src SRC (a PyTorch source checkout) "
                         "or set TORCHCONFORM_PYTORCH_SRC")
@@ -126,8 +129,8 @@ def register(sub):
                    help="PyTorch source checkout for --spec (default $TORCHCONFORM_PYTORCH_SRC)")
     p.add_argument("--refdev-profile", default="young-backend",
                    help="refdev operator profile standing in for the backend (default young-backend)")
-    p.add_argument("--build", default=None, help="build name (default <device>-<refdev profile>-rehearsal-<UTC time>)")
+    add_build(p, required=False, help="build name (default <device>-<refdev profile>-rehearsal-<UTC time>)")
     p.add_argument("-n", "--workers", type=int, default=None, help="pytest-xdist workers (default: CPU count)")
-    p.add_argument("--db", default=None, help="results store (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_db(p)
     p.add_argument("--out", default="site", help="site folder (default ./site)")
     p.set_defaults(func=_run)

@@ -5,6 +5,7 @@ import os
 
 from sqlalchemy.engine import make_url
 
+from torchconform.cli.options import add_db
 from torchconform.config import db_url
 from torchconform.errors import UserError
 
@@ -12,7 +13,7 @@ from torchconform.errors import UserError
 def _run(args) -> int:
     from torchconform.dashboard import build_site, retention
     from torchconform.dashboard.publish import github_pages, local
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     # checked before anything is opened or written
     full_builds = retention.checked(args.full_builds)
@@ -39,7 +40,7 @@ def register(sub):
     p = sub.add_parser("site", help="generate the static HTML coverage site from the store",
                        description="Generate a static site (works from file:// and any static host) "
                                    "and print the path of its home page.")
-    p.add_argument("--db", help="database URL or SQLite path (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_db(p)
     p.add_argument("--out", default="site", help="output folder (default ./site)")
     p.add_argument("--base-url", help="public URL of the site, for absolute permalinks (e.g. https://org.github.io/repo/)")
     p.add_argument("--github-pages", action="store_true", help="also write .nojekyll for GitHub Pages")

@@ -6,6 +6,7 @@ import glob
 import os
 import sys
 
+from torchconform.cli.options import add_build, add_db
 from torchconform.errors import UserError
 
 
@@ -27,8 +28,8 @@ def register(subparsers):
     lint.set_defaults(func=run_lint)
 
     prop = sub.add_parser("propose", help="candidate entries from a build's failures; --prune proposes removals")
-    prop.add_argument("--build", required=True, metavar="NAME", help="stored build to read")
-    prop.add_argument("--db", metavar="URL", help="store URL or SQLite path (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_build(prop, metavar="NAME", help="stored build to read")
+    add_db(prop)
     prop.add_argument("--skiplist", action="append", default=[], metavar="PATH",
                       help="existing skiplist files (default: skiplists/<backend>/*.yaml of the build's device)")
     prop.add_argument("--write", metavar="PATH", help="append the candidates to this file (and apply --prune removals)")
@@ -112,8 +113,8 @@ def default_skiplists(backend: str) -> list[str]:
 
 
 def run_propose(args) -> int:
-    from torchconform.db import queries
-    from torchconform.db.store import open_store
+    from torchconform.db import read_rows
+    from torchconform.db.opening import open_store
     from torchconform.skiplists import propose as pr
     from torchconform.skiplists.schema import load_entries
 
@@ -124,11 +125,11 @@ def run_propose(args) -> int:
     store = open_store(args.db, create=False)
     try:
         store.build_row(args.build)
-        outcomes = list(queries.iter_outcomes(store, args.build))
+        outcomes = list(read_rows.iter_outcomes(store, args.build))
         old_failures = None
         if args.baseline:
             store.build_row(args.baseline)
-            old_failures = {o.test_id for o in queries.iter_outcomes(store, args.baseline) if o.outcome in pr.FAILING}
+            old_failures = {o.test_id for o in read_rows.iter_outcomes(store, args.baseline) if o.outcome in pr.FAILING}
     finally:
         store.close()
     backend = next((pr._device_base(o.device) for o in outcomes if o.device), "") or "unknown"

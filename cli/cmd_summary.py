@@ -2,16 +2,17 @@
 plus its measured traits and environment when the build ran the traits suite."""
 import json
 
+from torchconform.cli.options import add_build, add_db, add_json
 from torchconform.core.breakdown import format_breakdown
-from torchconform.db import queries
-from torchconform.db.store import open_store
-from torchconform.suites.traits.readback import format_traits, stored_traits
+from torchconform.db import read_builds
+from torchconform.db.opening import open_store
+from torchconform.db.readback import format_traits, stored_traits
 
 
 def _run(args) -> int:
     with open_store(args.db, create=False) as store:
         if args.by:
-            result = queries.summary_by(store, args.build, args.by)
+            result = read_builds.summary_by(store, args.build, args.by)
             if args.json:
                 print(json.dumps(result, indent=2))
             else:
@@ -19,7 +20,7 @@ def _run(args) -> int:
                     print(f"[{args.by} {key or '(none)'}]")
                     print(format_breakdown(b, top=args.top))
             return 0
-        b = queries.summary(store, args.build)
+        b = read_builds.summary(store, args.build)
         traits, environment = stored_traits(store, args.build)
     if traits or environment:
         # Only builds with a traits run carry the keys: other summaries keep run --json's shape.
@@ -35,9 +36,9 @@ def _run(args) -> int:
 
 def register(sub):
     p = sub.add_parser("summary", help="print the breakdown of a stored build")
-    p.add_argument("--build", required=True, help="build name (see `torchconform builds`)")
-    p.add_argument("--json", action="store_true", help="print the breakdown as JSON (same keys as `run --json`)")
+    add_build(p)
+    add_json(p, help="print the breakdown as JSON (same keys as `run --json`)")
     p.add_argument("--by", choices=("suite", "file"), help="one breakdown per suite or per test file")
     p.add_argument("--top", type=int, default=10, help="missing operators to list (default 10)")
-    p.add_argument("--db", help="database path or URL (default $TORCHCONFORM_DB or ./torchconform.db)")
+    add_db(p)
     p.set_defaults(func=_run)

@@ -4,7 +4,9 @@ from __future__ import annotations
 import signal
 import sys
 
+from torchconform.cli.options import add_build, add_db, add_device, add_json
 from torchconform.errors import UserError
+from torchconform.sweep import engines
 
 def register(subparsers):
     p = subparsers.add_parser("sweep", help="sweep a suite (model zoo, ops, upstream) into a build, "
@@ -15,16 +17,17 @@ def register(subparsers):
     p.add_argument("--models", default="", metavar="FILE",
                    help="models: your own model list (model ids, Hugging Face config files or folders of them, "
                         "Python files building an nn.Module); see docs/zoo.md")
-    p.add_argument("--build", required=True, help="build name the results belong to (shards share it)")
+    add_build(p, help="build name the results belong to (shards share it)")
     p.add_argument("--shards", type=int, default=1, help="number of shards the selection is split into")
     p.add_argument("--shard", type=int, default=0, help="which shard this machine runs (0-based)")
-    p.add_argument("--engine", choices=("local", "ray"), default="local")
+    p.add_argument("--engine", choices=engines.names(), default="local",
+                   help="where the models run: local worker processes or a Ray cluster (sweep/engines.py)")
     p.add_argument("--ray-address", default="", help="Ray cluster address for --engine ray (default: auto)")
     p.add_argument("--resume", action="store_true", help="skip what the build already has")
-    p.add_argument("--device", default="", help="device type under test (default: the profile's)")
+    add_device(p, default="", help="device type under test (default: the profile's)")
     p.add_argument("--profile", default="", help="backend profile name or path (default: named like the device)")
     p.add_argument("--workers", type=int, default=1, help="local worker processes, each pinned to one device")
-    p.add_argument("--db", default=None, help="results store: SQLite path or SQLAlchemy URL")
+    add_db(p)
     p.add_argument("--variants", default="eval,train,compile", help="models: runs per model (eval,train,compile)")
     p.add_argument("--compile-backend", default="", help="models: torch.compile backend (default: the profile's)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per model before it is a timeout")
@@ -39,7 +42,7 @@ def register(subparsers):
     p.add_argument("--retrace", action="store_true",
                    help="models: trace each model's operator sets again even where the store has them "
                         "for these torch/library versions")
-    p.add_argument("--json", action="store_true", help="print the breakdown as JSON")
+    add_json(p, help="print the breakdown as JSON")
     p.set_defaults(func=run)
 
 

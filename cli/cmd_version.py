@@ -3,6 +3,7 @@ import json
 import platform
 
 from torchconform import __version__
+from torchconform.cli.options import add_json
 
 
 def versions() -> dict:
@@ -28,5 +29,5 @@ def _run(args) -> int:
 
 def register(sub):
     p = sub.add_parser("version", help="print tool, torch and git versions")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_json(p)
     p.set_defaults(func=_run)

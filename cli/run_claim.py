@@ -13,6 +13,10 @@ store.  A run that a sweep starts (the sweep holds the lock for it) takes nothin
 Record files (``.torchconform/runs/<build>[.N].jsonl`` and ``.log``): the name is
 claimed by creating the log exclusively (``O_EXCL``), so two runs starting in the same
 instant never share a log or a JSON lines file, with or without a store.
+
+With ``--resume`` the claim is the sweep's hold on the suite and shard of a build that
+must already be in the store (``resuming``; a suite set's resume checks the same,
+``resumable_build_id``).
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ def claim_records(base: str) -> str:
 def _held_for_us(store, build: str) -> bool:
     """Our parent (a sweep on this host) holds a lock on the build for the run it started
     (its shard goes to pytest as plugin options, so our own holder name may differ)."""
+    # SQLAlchemy and the store: imported when a run starts, for the CLI's start-up time.
     from sqlalchemy import select
 
     from torchconform.db.models import build_locks, builds
@@ -60,8 +65,9 @@ def holding_build(db: str | None, build: str, suite: str, shard: int, shards: in
     if not db:
         yield None
         return
+    # The store brings SQLAlchemy: imported when a run starts, for the CLI's start-up time.
     from torchconform.db import locks
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     holder = locks.holder_name(suite, shard, shards)
     store = open_store(db)
@@ -82,5 +88,35 @@ def holding_build(db: str | None, build: str, suite: str, shard: int, shards: in
             # gone once we are: the next writer takes it over.  The run's own verdict stands.
             with contextlib.suppress(UserError):
                 claim.__exit__(None, None, None)
+    finally:
+        store.close()
+
+
+def resumable_build_id(store, build: str) -> int:
+    try:
+        return store.build_id(build)
+    except UserError:
+        raise UserError(f"build {build!r} is not in the store, so there is nothing to resume; "
+                        "drop --resume to start it (or check --build and --db)") from None
+
+
+@contextlib.contextmanager
+def resuming(args, build: str, db: str | None):
+    """With --resume: the sweep's hold on this suite and shard of the build (lock, then the
+    interrupted runs marked ``resumed`` once a run has covered the rest).  Without: the same
+    lock, so a second run of the build's tests at once is refused (``holding_build``)."""
+    if not args.resume:
+        with holding_build(db, build, args.suite, args.shard, args.shards):
+            yield
+        return
+    # The store brings SQLAlchemy: imported when a run resumes, for the CLI's start-up time.
+    from torchconform.db.opening import open_store
+    from torchconform.sweep.pytest_driver import holding_shard
+
+    store = open_store(db, create=False)
+    try:
+        resumable_build_id(store, build)
+        with holding_shard(store, build, args.suite, args.shard, args.shards):
+            yield
     finally:
         store.close()

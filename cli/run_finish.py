@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import json
 import os
 import select
 import signal
@@ -24,7 +25,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from torchconform.collectors.inflight import read as read_inflight
 from torchconform.collectors.recording import STOP_PREFIX
+from torchconform.collectors.testinfo import parse_test_id
+from torchconform.core.outcome import CRASH, Outcome
+from torchconform.errors import UserError
 from torchconform.leftovers import LEFTOVER_PREFIX
 from torchconform.procs import describe_exit
 
@@ -160,11 +165,7 @@ def inflight_path(jsonl: str) -> str:
 def crash_of_test_in_flight(path: str, rc: int, outcomes, run: dict, device: str, suite: str):
     """The Outcome of the test a serial run's process ended in (None: none was in flight,
     or it has an outcome already); the marker file is removed either way."""
-    from torchconform.collectors.inflight import read
-    from torchconform.core.outcome import CRASH, Outcome
-    from torchconform.collectors.testinfo import parse_test_id
-
-    nodeid = read(path)
+    nodeid = read_inflight(path)
     with contextlib.suppress(OSError):
         os.unlink(path)
     if nodeid is None or any(o.test_id == nodeid for o in outcomes):
@@ -179,7 +180,6 @@ def crash_of_test_in_flight(path: str, rc: int, outcomes, run: dict, device: str
 
 def append_jsonl(path: str, outcome) -> str | None:
     """Add ``outcome`` to the run's JSON lines; the error (one line) if it cannot."""
-    import json
 
     try:
         with open(path, "a", encoding="utf-8") as fh:
@@ -192,11 +192,11 @@ def append_jsonl(path: str, outcome) -> str | None:
 def store_end(db: str, build: str, pid: int, rc: int, crash=None) -> str | None:
     """In the store: ``crash`` added to the run pytest ``pid`` left ``running``, then that run
     marked ``interrupted`` with exit status ``rc``; the error (one line) if it cannot."""
+    # SQLAlchemy and the store: imported only when a run ended early, for start-up time.
     from sqlalchemy import select
 
     from torchconform.db.models import RUNNING, builds, runs
-    from torchconform.db.store import open_store
-    from torchconform.errors import UserError
+    from torchconform.db.opening import open_store
 
     try:
         with open_store(db, create=False) as store:
@@ -215,6 +215,7 @@ def store_end(db: str, build: str, pid: int, rc: int, crash=None) -> str | None:
 
 def finished(rc: int, run: dict, got: Pumped) -> bool:
     """pytest says it finished, the plugin recorded the run's end, and no sink failed."""
+    # The store's tables bring SQLAlchemy: imported when a run has ended, for start-up time.
     from torchconform.db.models import FINISHED_EXIT_STATUSES
 
     return rc in FINISHED_EXIT_STATUSES and run.get("exitstatus") is not None and got.stop_reason is None

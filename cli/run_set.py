@@ -14,8 +14,15 @@ import os
 import subprocess
 import sys
 
+from torchconform import settings as tc_settings
+from torchconform.cli.run_claim import resumable_build_id
+from torchconform.collectors.settings import default_build_name
+from torchconform.config import db_url, mask_password
+from torchconform.core.breakdown import format_breakdown
+from torchconform.db.runstate import PLAN_ENV, shard_label
 from torchconform.errors import UserError
 from torchconform.procs import die_with_parent, forward_signals
+from torchconform.skiplists.backend_setup import GENERATED_DIR, profile_label, resolve_backend
 
 # Options of `run` a pytest step passes on unchanged: (dest, flag).
 PASSED_ON = (("profile", "--profile"), ("refdev_profile", "--refdev-profile"),
@@ -57,13 +64,9 @@ def step_command(args, step, build: str, db: str) -> list[str]:
 
 
 def run_set(args) -> int:
-    from torchconform.cli.cmd_run import _profile_label
-    from torchconform.core.breakdown import format_breakdown
-    from torchconform.collectors.settings import default_build_name
-    from torchconform.config import db_url, mask_password
-    from torchconform.db import queries
-    from torchconform.db.runstate import PLAN_ENV
-    from torchconform.db.store import open_store
+    # The store brings SQLAlchemy, suite sets yaml: imported when a set runs, for the CLI's start-up time.
+    from torchconform.db import read_builds
+    from torchconform.db.opening import open_store
     from torchconform.suites.sets import applicable, load_set
     from torchconform.suites.upstream import SRC_ENV
 
@@ -75,10 +78,8 @@ def run_set(args) -> int:
     if args.suite_set and args.suite not in ("ops", "all"):
         raise UserError(f"--suite-set and --suite {args.suite} both say what to run; pass one of them")
     name, steps = load_set(args.suite_set or "all")
-    steps, notes = applicable(steps, args.pytorch_src or os.environ.get(SRC_ENV))
-    from torchconform.skiplists.backend_setup import GENERATED_DIR, resolve_backend
-
-    build = args.build or default_build_name(args.device, _profile_label(args))
+    steps, notes = applicable(steps, args.pytorch_src or tc_settings.given(SRC_ENV))
+    build = args.build or default_build_name(args.device, profile_label(args))
     backend = resolve_backend(args)   # the device comes up before any step stores anything
     if not args.profile and os.path.dirname(backend.profile.path).endswith(GENERATED_DIR):
         args.profile = backend.profile.path   # probed once, for every step
@@ -107,8 +108,8 @@ def run_set(args) -> int:
             stopped = forwarded.signal
             break
     with open_store(db, create=False) as store:
-        total = queries.summary(store, build)
-        by_suite = queries.summary_by(store, build, "suite")
+        total = read_builds.summary(store, build)
+        by_suite = read_builds.summary_by(store, build, "suite")
     if args.json:
         print(json.dumps({**total, "suite_set": name, "steps": codes, "suites": by_suite}, indent=2))
     else:
@@ -128,12 +129,11 @@ def run_set(args) -> int:
 def finished_steps(db: str, build: str, shard: int, shards: int) -> set[str]:
     """Suites whose runs of this shard in ``build`` all finished (or were resumed): what a
     ``--resume`` of the suite set skips.  A build not in the store has nothing to resume."""
+    # SQLAlchemy and the store: imported when a set resumes, for the CLI's start-up time.
     from sqlalchemy import select
 
-    from torchconform.cli.cmd_run import resumable_build_id
     from torchconform.db.models import DONE_STATES, runs
-    from torchconform.db.runstate import shard_label
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     with open_store(db, create=False) as store:
         build_id = resumable_build_id(store, build)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from torchconform.cli.options import add_device
 from torchconform.errors import UserError
 
 
@@ -16,8 +17,8 @@ def register(sub) -> None:
                      "(test_list_filename) are read from the folder holding specs/")
     imp.add_argument("-o", "--out", metavar="FILE|FOLDER",
                      help="write here (a folder: one <spec>.yaml each; required for several specs); default stdout")
-    imp.add_argument("--device", default="neuron",
-                     help="device the entries name classes and tests for (default neuron; refdev for a rehearsal)")
+    add_device(imp, default="neuron",
+               help="device the entries name classes and tests for (default neuron; refdev for a rehearsal)")
     imp.add_argument("--issue", default=None, metavar="URL",
                      help="tracking URL written into every entry (default: torch-neuronx's issue tracker)")
     imp.set_defaults(func=run_import)

@@ -6,7 +6,6 @@ with ``report.tc`` attached); without xdist it runs in the same process.
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import os
 import shlex
@@ -23,7 +22,8 @@ import pytest
 from torchconform.core.classify import classify_text
 from torchconform.core.device import torch_versions
 from torchconform.core.numeric import FIELDS as NUMERIC_FIELDS
-from torchconform.collectors.plugin import PENDING_SETUP_KEY, device_ready, is_xdist_controller
+from torchconform.collectors.session import PENDING_SETUP_KEY, device_ready, is_xdist_controller
+from torchconform.collectors.stopping import INTERRUPTED, _raise_interrupt, stop_workers
 from torchconform.core.outcome import (
     CRASH, ERROR, FAIL, INTERRUPTED_MESSAGE, PASS, PASS_FALLBACK, TIMEOUT, Outcome, bound_message,
 )
@@ -36,6 +36,7 @@ from torchconform.collectors.watchdog import STATE_ENV, read_timeout_marker
 from torchconform.collectors.forkserver import OOM_EXIT
 from torchconform.procs import describe_exit
 from torchconform.config import mask_password
+from torchconform import settings as tc_settings
 
 BATCH_SIZE = 200
 FLUSH_SECONDS = 2.0
@@ -99,9 +100,9 @@ class ControllerPlugin:
         # xdist workers run the tests (this plugin is never registered on a worker).
         self.distributed = is_xdist_controller(config)
         # Watchdogs in workers leave timeout markers here (workers inherit the env).
-        if not os.environ.get(STATE_ENV):
+        if not tc_settings.given(STATE_ENV):
             os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="torchconform-")
-        self.state_dir = os.environ[STATE_ENV]
+        self.state_dir = tc_settings.get(STATE_ENV)
         self._register_sinks()
         # Failures a declared trait may explain wait here for one rerun with the trait off at
         # the end (collectors/traitrerun.py), out of the per-test path.
@@ -109,7 +110,7 @@ class ControllerPlugin:
 
     def _profile_label(self) -> str:
         if self.device == "refdev" or self.profile.name == "refdev":
-            return os.environ.get("TORCHCONFORM_REFDEV_PROFILE", "young-backend")
+            return tc_settings.get("TORCHCONFORM_REFDEV_PROFILE")
         return self.profile.name
 
     def _register_sinks(self):
@@ -140,7 +141,7 @@ class ControllerPlugin:
         return {
             "build": self.build,
             "suite": self.settings.suite or _suite_from_args(self.config.args),
-            "selection": self.settings.selection or os.environ.get("TORCHCONFORM_SELECTION", ""),
+            "selection": self.settings.selection or tc_settings.given("TORCHCONFORM_SELECTION") or "",
             "device": self.device,
             "profile": self._profile_label(),
             "backend_profile": self.profile.name,
@@ -170,7 +171,7 @@ class ControllerPlugin:
         keyword = getattr(self.config.option, "keyword", "") or ""
         if keyword:
             parts.append(f"-k {keyword}")
-        spec = os.environ.get("TORCHCONFORM_UPSTREAM_SPEC")
+        spec = tc_settings.given("TORCHCONFORM_UPSTREAM_SPEC")
         if spec:
             parts.append(f"spec={os.path.basename(spec)}")
         if self.settings.no_fallback:
@@ -355,7 +356,7 @@ class ControllerPlugin:
             ))
 
     def _memory_limit(self) -> int:
-        from torchconform.collectors.plugin import option
+        from torchconform.collectors.session import option
 
         try:
             return int(option(self.config, "tc_memory_limit_mb") or 0)
@@ -424,39 +425,3 @@ def worker_exit(node, wait: float = 3.0, limit_mb: int = 0) -> str:
     if code == OOM_EXIT and limit_mb:   # a worker without the fork server (collectors/forkserver.py)
         return f": ran out of memory (limit {limit_mb} MiB)"
     return "" if code is None else f": {describe_exit(code)}"
-
-
-# Seconds a worker gets to end after SIGTERM before SIGKILL (a test may ignore SIGTERM).
-STOP_GRACE_SECONDS = 1.0
-
-
-def stop_workers(config, grace: float = STOP_GRACE_SECONDS) -> None:
-    """SIGTERM every local xdist worker process now, SIGKILL those still there ``grace``
-    seconds later (remote gateways are left to xdist)."""
-    dsession = config.pluginmanager.getplugin("dsession")
-    group = getattr(getattr(dsession, "nodemanager", None), "group", None)
-    stopping = []
-    for gateway in list(group or ()):
-        popen = getattr(getattr(gateway, "_io", None), "popen", None)
-        if popen is not None and popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):  # it ended between poll and terminate
-                popen.terminate()
-                stopping.append(popen)
-    deadline = time.monotonic() + grace
-    for popen in stopping:
-        with contextlib.suppress(Exception):   # subprocess.TimeoutExpired: it ignored SIGTERM
-            popen.wait(timeout=max(0.0, deadline - time.monotonic()))
-        if popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                popen.kill()
-
-
-# Set once the run was told to stop (SIGTERM / SIGINT).
-INTERRUPTED = threading.Event()
-
-
-def _raise_interrupt(signum, frame):
-    INTERRUPTED.set()
-    for s in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(s, signal.SIG_IGN)
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 from dataclasses import dataclass, field
+
+from torchconform import settings as tc_settings
 
 # Cumulative allocation requests, in torch.cuda.memory_stats' vocabulary (never
 # lowered by a free or by reset_peak_memory_stats); refdev reports the same key.
@@ -96,7 +97,7 @@ class DeviceCheck:
         # The dispatcher's observer: where a boxed CPU fallback may serve the device (its
         # evidence), and where no counter says whether the device was touched.
         self._dispatch = None
-        mode = os.environ.get(DISPATCH_WATCH_ENV, "1")
+        mode = tc_settings.get(DISPATCH_WATCH_ENV)
         if under_test and mode != "0" and (not tracked or mode == "always"):
             from torchconform.collectors.dispatchwatch import DispatchWatch
 

@@ -42,6 +42,7 @@ from multiprocessing.connection import Connection
 import pytest
 
 from torchconform.core.outcome import CRASH, TIMEOUT, bound_message
+from torchconform import settings as tc_settings
 from torchconform.collectors.watchdog import STATE_ENV, TIMEOUT_EXIT, read_timeout_marker
 
 # Exit statuses of a child, beside signals: a test past the memory limit, and an error
@@ -61,7 +62,7 @@ _OOM_WORDS = ("can't allocate memory", "not enough memory", "std::bad_alloc", "c
 
 
 def wanted(mode: str | None, device: str) -> bool:
-    mode = (mode or os.environ.get(ENV) or "auto").lower()
+    mode = (mode or tc_settings.get(ENV)).lower()
     if mode not in ("on", "off", "auto"):
         from torchconform.errors import UserError
 
@@ -113,7 +114,7 @@ class ForkServer:
         self.config = config
         self.timeout = float(settings.timeout or 0)
         self.memory_limit_mb = int(memory_limit_mb or 0)
-        self.state_dir = os.environ.get(STATE_ENV)
+        self.state_dir = tc_settings.given(STATE_ENV)
         self.workerid = getattr(config, "workerinput", {}).get("workerid", "?")
         self.enabled = True
         self.pid = 0
@@ -283,7 +284,7 @@ class ForkServer:
         return self._lost(item, started, reported, status, error=error)
 
     def _recovered(self):
-        path = os.environ.get(RECOVERY_LOG_ENV)
+        path = tc_settings.given(RECOVERY_LOG_ENV)
         if not (self._lost_at and path):
             return
         import json

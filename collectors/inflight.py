@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import os
 
+from torchconform import settings as tc_settings
+
 ENV = "TORCHCONFORM_INFLIGHT"
 SPACE = 64 * 1024
 
@@ -61,7 +63,7 @@ class InFlight:
 
 
 def pytest_configure(config):
-    path = os.environ.get(ENV)
+    path = tc_settings.given(ENV)
     if not path or hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None):
         return   # not asked for; an xdist worker; or an xdist controller (it sees workers die)
     config.pluginmanager.register(InFlight(path), "torchconform-inflight")

@@ -93,7 +93,7 @@ class RecordingGuard:
                 dsession.shouldstop = why
             # Workers would run their queued tests to the end, recording nothing: stop them
             # now; what they had in flight is an interrupted test, not a crash.
-            from torchconform.collectors.controller import INTERRUPTED, stop_workers
+            from torchconform.collectors.stopping import INTERRUPTED, stop_workers
 
             INTERRUPTED.set()
             try:

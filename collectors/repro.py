@@ -10,6 +10,7 @@ import importlib.util
 import os
 
 from torchconform.core.backend_env import AUTOLOAD_ENV, collection_options, portable_path, repro_command
+from torchconform import settings as tc_settings
 
 
 def checkout_root() -> str:
@@ -59,7 +60,7 @@ def repro_env(profile, root: str, environ) -> dict:
     """What the backend's process needs set: the profile's env, refdev's operator profile
     (a path relative to the checkout), torch's autoload off where this run needed that."""
     env = dict(profile.env)
-    refdev = environ.get("TORCHCONFORM_REFDEV_PROFILE")
+    refdev = tc_settings.given("TORCHCONFORM_REFDEV_PROFILE", environ)
     if refdev:
         # a value is quoted whole, so only a checkout-relative form (never $VAR) replaces a path
         env["TORCHCONFORM_REFDEV_PROFILE"] = (portable_path(refdev, root, {}) or refdev) if os.path.isabs(refdev) \

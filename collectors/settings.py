@@ -8,6 +8,7 @@ import subprocess
 from dataclasses import dataclass
 
 from torchconform.errors import UserError
+from torchconform import settings as tc_settings
 
 
 @dataclass
@@ -90,7 +91,7 @@ def probed_profile(device: str, backend_module: str, config=None):
     from torchconform.skiplists.backend_setup import resolve_backend
 
     args = SimpleNamespace(device=device, profile=None, backend_module=backend_module,
-                           refdev_profile=os.environ.get("TORCHCONFORM_REFDEV_PROFILE"))
+                           refdev_profile=tc_settings.given("TORCHCONFORM_REFDEV_PROFILE"))
     capman = config.pluginmanager.getplugin("capturemanager") if config is not None else None
     try:
         # its one line ("no profile for ...: probed defaults ...") is said, not captured
@@ -114,7 +115,7 @@ def plugin_wording(text: str) -> str:
 
 
 def settings_from(config, namespace=None) -> Settings:
-    from torchconform.collectors.plugin import option
+    from torchconform.collectors.session import option
     from torchconform.core.profile import load_profile, shipped_profile_for
 
     def get(dest):

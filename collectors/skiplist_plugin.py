@@ -26,6 +26,7 @@ import os
 
 import pytest
 
+from torchconform import settings as tc_settings
 from torchconform.skiplists.entries import first_match, info_from_item, info_from_record, ref_from_message
 
 ENV_PATHS = "TORCHCONFORM_SKIPLIST"
@@ -44,7 +45,7 @@ def pytest_addoption(parser):
 
 def skiplist_paths(config) -> list[str]:
     paths = list(config.getoption("tc_skiplist", None) or [])
-    env = os.environ.get(ENV_PATHS, "")
+    env = tc_settings.given(ENV_PATHS) or ""
     return paths + [p for p in env.split(os.pathsep) if p and p not in paths]
 
 
@@ -61,7 +62,7 @@ def pytest_configure(config):
     except UserError as exc:
         # A usage error, not a test failure: one line, exit 2, nothing run.
         raise pytest.UsageError(f"torchconform: error: {exc}") from None
-    audit = bool(config.getoption("tc_skiplist_audit", False)) or os.environ.get(ENV_AUDIT) == "1"
+    audit = bool(config.getoption("tc_skiplist_audit", False)) or tc_settings.is_on(ENV_AUDIT)
     matcher = SkiplistMatcher(entries, audit=audit, mark_items=not _runner_enabled(config))
     config.stash[_MATCHER_KEY] = matcher
     config.pluginmanager.register(matcher, "torchconform-skiplist-matcher")
@@ -69,7 +70,7 @@ def pytest_configure(config):
 
 def _runner_enabled(config) -> bool:
     try:
-        from torchconform.collectors.plugin import enabled
+        from torchconform.collectors.session import enabled
     except ImportError:
         return False
     return enabled(config)

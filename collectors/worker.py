@@ -6,7 +6,6 @@ serialises to the controller along with the report.
 """
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Mapping
 
@@ -23,6 +22,7 @@ from torchconform.core.outcome import FAIL, HOST_ONLY, PASS, XFAIL, XPASS, bound
 from torchconform.collectors.testinfo import item_info
 from torchconform.collectors.traitfail import parse_mismatch
 from torchconform.collectors.watchdog import STATE_ENV, Watchdog
+from torchconform import settings as tc_settings
 from torchconform.skiplists.entries import ref_from_message
 
 
@@ -64,9 +64,9 @@ class WorkerPlugin:
         self.settings = settings
         self.profile = settings.profile
         self.device = settings.device
-        from torchconform.collectors.plugin import is_xdist_worker
+        from torchconform.collectors.session import is_xdist_worker
         self.in_worker = is_xdist_worker(config)
-        self.watchdog = Watchdog(settings.timeout, os.environ.get(STATE_ENV), self.in_worker)
+        self.watchdog = Watchdog(settings.timeout, tc_settings.given(STATE_ENV), self.in_worker)
         self._fallback_counts = _resolve(self.profile.fallback_counter)
         self._fallback_reset = _resolve(self.profile.fallback_reset)
         self._fallback_seen: dict[str, list[str]] = {}

@@ -27,7 +27,7 @@ import numpy as np
 
 from torchconform.core.outcome import BACKEND_SKIP_KINDS, MISSING_OP, OUTCOMES, SKIP_BACKEND
 from torchconform.dashboard.pages.matrix import COUNT_NAMES   # the matrix's numbers per cell, in this order
-from torchconform.db.queries import DISTRIBUTED_SUITE, MODELS_SUITE
+from torchconform.db.shapes import DISTRIBUTED_SUITE, MODELS_SUITE
 from torchconform.db.values import VALUE_COLUMNS
 
 # What a build reads of its results (queries.latest_rows); ``test_pk`` joins them to TestTable.

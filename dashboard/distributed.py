@@ -23,7 +23,7 @@ import numpy as np
 from torchconform.core.outcome import FAILED, PASSED, SKIP_BACKEND, SKIP_ELIGIBILITY, XFAIL, XPASS
 from torchconform.core.traitnotes import parse_trait_note
 from torchconform.dashboard.tables import Table
-from torchconform.db.queries import DISTRIBUTED_SUITE
+from torchconform.db.shapes import DISTRIBUTED_SUITE
 
 SUITE = DISTRIBUTED_SUITE
 COLLECTIVE_PREFIX = "test_collective_"
@@ -142,7 +142,7 @@ def for_build(data) -> list[ApiRow]:
 def from_store(store, build: str, queries=None) -> list[ApiRow]:
     """The same table read from the store (for a caller without a BuildData)."""
     if queries is None:
-        from torchconform.db import queries
+        from torchconform.db import read_rows as queries
     rows = queries.latest_rows(store, build, ("suite", "op", "name", "outcome", "kind", "missing_op", "message"),
                                plain=True)
     return summarize(r[1:] for r in rows if r[0] == SUITE)

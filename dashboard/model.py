@@ -1,8 +1,8 @@
 """What the site knows about the stored builds, read once through the query module.
 
 Every page module works from these plain objects, never from SQL: the store's
-``torchconform.db.queries`` is the one read path (shared with the CLI and the
-gate); this module only shapes its answers for pages (slugs, baselines, groups).
+readers (``torchconform.db.read_*``) are the one read path (shared with the CLI and the
+gate); this module only shapes their answers for pages (slugs, baselines, groups).
 Which builds belong together (a series) and each build's baseline come from
 ``torchconform.db.series``, the rule the gate's ``--baseline latest`` uses too.
 """

@@ -17,6 +17,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 
+from torchconform import settings
 from torchconform.dashboard.per_build import render_builds
 from torchconform.dashboard.retention import DEFAULT
 from torchconform.dashboard.render import Site
@@ -28,7 +29,7 @@ _JOB: dict = {}
 
 
 def worker_count(n_builds: int, store_url: str, results: int) -> int:
-    env = os.environ.get("TORCHCONFORM_SITE_WORKERS", "").strip()
+    env = (settings.given("TORCHCONFORM_SITE_WORKERS") or "").strip()
     if env.isdigit() and int(env) > 0:
         wanted = int(env)
     elif results < MIN_RESULTS:
@@ -67,7 +68,7 @@ def runs_of(builds: list, parts: int) -> list[list]:
 
 
 def _work(index: int):
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     job = _JOB
     site = Site(job["out_dir"], job["base_url"])

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from torchconform.dashboard.encoding import DIGITS, code_ids, column, decode_bits, encode_bits, expand_ids
+from torchconform.dashboard.render import read_data_file
 
 # The test attributes a query can name (op:, dtype:...), in data/attrs.js.
 ATTR_COLUMNS = ("suite", "file", "op", "variant", "dtype")
@@ -87,8 +88,6 @@ def plan(tests, previous: list | None) -> Positions:
 
 def read_ids(out_dir: Path) -> list | None:
     """The previous run's ids by position (None where none), or None without a usable file."""
-    from torchconform.dashboard.pages.search import read_data_file
-
     path = Path(out_dir) / "data" / "tests.js"
     if not path.is_file():
         return None
@@ -130,8 +129,6 @@ def write_index(site, positions: Positions, shown: np.ndarray) -> int:
 
 def _header_of(path: Path) -> dict | None:
     """What a data/tests.js says besides its ids (None: no usable file)."""
-    from torchconform.dashboard.pages.search import read_data_file
-
     try:
         data = read_data_file(path)
     except (OSError, ValueError):

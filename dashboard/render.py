@@ -110,6 +110,14 @@ def make_env() -> jinja2.Environment:
     return env
 
 
+
+def read_data_file(path: Path):
+    """Payload of a ``TC.loaded(key, payload);`` data file (what Site.write_data wrote)."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(",") + 1
+    return json.loads(text[start:text.rindex(");")].replace("<\\/", "</"))
+
+
 class Site:
     """Writes pages and downloads under ``out_dir``; knows each page's depth and permalink."""
 

@@ -112,16 +112,16 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
     """Generate the static site for every build in ``store`` under ``out_dir``; returns the home page.
 
     ``store``: a ``Store`` or a database URL/path.  ``queries`` defaults to
-    ``torchconform.db.queries`` (the one read module).  ``reuse``: keep the
+    dashboard/reads.py's ``READS`` (every read the site makes).  ``reuse``: keep the
     pages of builds unchanged since the last run on ``out_dir``.  ``categories``:
     a YAML file of named failure categories (torchconform/core/clusters.py ``load_categories``).
     ``full_builds``: how many of the most recent builds keep every page (retention.py).
     """
     full_builds = retention.checked(full_builds)
     if queries is None:
-        from torchconform.db import queries
+        from torchconform.dashboard.reads import READS as queries
     if isinstance(store, (str, Path)):
-        from torchconform.db.store import open_store
+        from torchconform.db.opening import open_store
 
         with open_store(str(store)) as opened:
             return build_site(opened, out_dir, base_url, queries, reuse, categories, full_builds)

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from torchconform.core.numeric import drift as drift_of
 from torchconform.core.numeric import op_dtype_max
 from torchconform.core.outcome import PASSED
-from torchconform.db import queries
+from torchconform.db import read_rows, shapes
 from torchconform.db.models import builds, result_values, results, tests
 from torchconform.db.values import JOINED
 
@@ -26,7 +26,7 @@ _COLUMNS = ("test_id", "op", "dtype", "outcome", "max_abs_err", "max_rel_err")
 def _error_rows(store, build: str) -> dict[str, tuple]:
     """{test_id: (op, dtype, outcome, max_abs_err, max_rel_err)} of the build's latest
     results that recorded errors (core.numeric.drift's input)."""
-    return {row[0]: tuple(row[1:]) for row in queries.latest_rows(store, build, _COLUMNS, plain=True)
+    return {row[0]: tuple(row[1:]) for row in read_rows.latest_rows(store, build, _COLUMNS, plain=True)
             if row[4] is not None}
 
 
@@ -65,5 +65,5 @@ def error_history(store, op: str, dtype: str, device: str | None = None) -> list
         query = query.where(builds.c.device == device)
     with store.read() as conn:
         rows = conn.execute(query).all()
-    return [{"build": name, "created": queries._iso(created), "device": dev, "branch": branch,
+    return [{"build": name, "created": shapes.iso(created), "device": dev, "branch": branch,
              "max_abs_err": a, "max_rel_err": r, "tests": n} for name, created, dev, branch, a, r, n in rows]

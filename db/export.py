@@ -11,7 +11,7 @@ import dataclasses
 import json
 
 from torchconform.core.outcome import Outcome
-from torchconform.db import queries
+from torchconform.db import read_builds, read_rows
 from torchconform.errors import UserError
 from torchconform.safe import csv_cell
 
@@ -23,7 +23,7 @@ def export(store, build: str, fmt: str, out) -> int:
     """Write ``build`` to the text stream ``out``; returns the number of outcomes."""
     if fmt not in FORMATS:
         raise UserError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
-    info = queries.build_info(store, build)  # UserError for an unknown build, before writing anything
+    info = read_builds.build_info(store, build)  # UserError for an unknown build, before writing anything
     return {"junit": _junit, "json": _json, "csv": _csv}[fmt](store, build, info, out)
 
 
@@ -31,7 +31,7 @@ def _json(store, build, info, out) -> int:
     # Streamed record by record: a 150k-outcome build never sits in memory as one string.
     out.write('{"build": ' + json.dumps(info) + ', "outcomes": [')
     n = 0
-    for o in queries.iter_outcomes(store, build):
+    for o in read_rows.iter_outcomes(store, build):
         out.write((",\n" if n else "\n") + json.dumps(o.to_dict()))
         n += 1
     out.write("\n]}\n")
@@ -42,7 +42,7 @@ def _csv(store, build, info, out) -> int:
     writer = csv.writer(out)
     writer.writerow(FIELDS)
     n = 0
-    for o in queries.iter_outcomes(store, build):
+    for o in read_rows.iter_outcomes(store, build):
         row = o.to_dict()
         row["fallback_ops"] = " ".join(row["fallback_ops"])
         writer.writerow([csv_cell(row[f]) for f in FIELDS])
@@ -53,7 +53,7 @@ def _csv(store, build, info, out) -> int:
 def _junit(store, build, info, out) -> int:
     from torchconform.db.junit.write import write_junit_stream
 
-    outcomes = list(queries.iter_outcomes(store, build))
+    outcomes = list(read_rows.iter_outcomes(store, build))
     run = {key: info.get(key) for key in ("torch_version", "backend", "device", "profile", "branch", "commit")}
     # what the gate needs besides the outcomes: the traits the build declared (ci/gate.py)
     run["declared_traits"] = info["metadata"].get("declared_traits")

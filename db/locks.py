@@ -30,9 +30,10 @@ from typing import Callable, Iterator
 
 from sqlalchemy import delete, exists, select, text, update
 
+from torchconform.db.bulk import insert_ignore
+from torchconform.db.columns import BUILD_COLUMNS, utcnow
 from torchconform.db.models import build_locks, builds, runs
 from torchconform.db.runstate import holder_alive
-from torchconform.db.store import BUILD_COLUMNS, utcnow
 from torchconform.errors import UserError
 
 # Seconds between heartbeats, and of silence after which another host's holder counts as gone.
@@ -115,7 +116,7 @@ def acquire(store, build: str, holder: str, stale_after: float = STALE_SECONDS) 
         created = False
         if build_id is None:
             # Not ensure_build: whether *this* insert created it decides what release may drop.
-            build_id = conn.execute(store._insert_ignore(builds, ["name"]).values(
+            build_id = conn.execute(insert_ignore(store.dialect, builds, ["name"]).values(
                 name=build, created=utcnow(), metadata={}, **{c: "" for c in BUILD_COLUMNS})
                 .returning(builds.c.id)).scalar_one_or_none()
             created = build_id is not None
@@ -134,7 +135,7 @@ def acquire(store, build: str, holder: str, stale_after: float = STALE_SECONDS) 
             if gone != 1:  # another sweep took it over between our read and our write (PostgreSQL)
                 raise UserError(refusal(build, row, now))
         # RETURNING, not rowcount: psycopg reports -1 for an INSERT ... ON CONFLICT.
-        took = len(conn.execute(store._insert_ignore(build_locks, ["build_id", "holder"])
+        took = len(conn.execute(insert_ignore(store.dialect, build_locks, ["build_id", "holder"])
                                 .values(build_id=build_id, holder=holder, **values)
                                 .returning(build_locks.c.build_id)).all())
         if took != 1:  # another sweep of the same tests inserted first (PostgreSQL)

@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from torchconform.core.outcome import Outcome
 from torchconform.db.errors import StoreError
 from torchconform.db.models import results, runs, tests
-from torchconform.db.store import RESULT_COLUMNS, TEST_COLUMNS, outcome_from_rows
+from torchconform.db.columns import RESULT_COLUMNS, TEST_COLUMNS, outcome_from_rows
 from torchconform.db.values import FIELD, JOINED
 
 T = TypeVar("T")

@@ -10,7 +10,9 @@ from __future__ import annotations
 from sqlalchemy import func, select
 
 from torchconform.core import perf
+from torchconform.db import read_builds
 from torchconform.db.models import builds, perf_results
+from torchconform.db.series import series_of
 
 COLUMNS = ("op", "dtype", "direction", "sample", "calls", *perf.FIGURES)
 
@@ -75,10 +77,7 @@ def compare(store, build: str, baseline: str, threshold: float = perf.DEFAULT_TH
 
 def series_builds(store, build: str) -> list[str]:
     """The builds of ``build``'s series (db/series.py) up to and including it, oldest first."""
-    from torchconform.db import queries
-    from torchconform.db.series import series_of
-
-    ordered = queries.list_builds(store, series=True)
+    ordered = read_builds.list_builds(store, series=True)
     mine = next((b for b in ordered if b["name"] == build), None)
     if mine is None:
         store.build_id(build)   # the one-line error naming `torchconform builds`

@@ -12,12 +12,12 @@ processes) each add their own run to the same build: the sink always appends.
 """
 from __future__ import annotations
 
-import os
 import socket
 from datetime import datetime, timezone
 
+from torchconform import settings as tc_settings
 from torchconform.db.runstate import PLAN_ENV, plan_steps
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 from torchconform.errors import UserError
 
 # Keys of the plugin's ``run`` dict that describe the run rather than the build.
@@ -61,7 +61,7 @@ class StoreSink:
     def pytest_torchconform_run_start(self, config, run):
         self.build = run.get("build") or default_build_name(run)
         self.store.ensure_build(self.build, append=True, **build_metadata(run))
-        plan = plan_steps(os.environ.get(PLAN_ENV))
+        plan = plan_steps(tc_settings.given(PLAN_ENV))
         if plan:  # runs of a plan or shards of a suite: the build waits for all of them
             self.store.add_plan(self.build, plan)
         command = run.get("command") or run.get("command_line") or ""

@@ -1,114 +1,55 @@
-"""The results store: open a database, write builds, runs and outcomes.
+"""The results store's writer: ``Store`` wraps one SQLAlchemy engine and writes
+builds, runs and outcomes in transactions it opens (``read``, ``write``).
 
-One ``Store`` wraps one SQLAlchemy engine.  SQLite (the embedded default) runs
-in WAL mode with a busy timeout and takes the write lock up front
-(``BEGIN IMMEDIATE``) for every write transaction, so several writer processes
-(xdist workers, shards) queue instead of failing with "database is locked"
-halfway through a transaction.  PostgreSQL is reached by URL.
-
-Reads go through ``torchconform.db.queries``; this module only writes.
+Opening a store (engine, schema revision) is db/opening.py's; the dialects' fast
+paths (executemany, COPY) db/bulk.py's; the flat rows written, db/columns.py's.
+Reads go through the db readers; this module only writes.
 """
 from __future__ import annotations
 
 import contextlib
-import json
 import operator
 import os
 import socket
-from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
-from sqlalchemy import create_engine, event, func, inspect, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
-from sqlalchemy.engine import make_url
 
 from torchconform.core.outcome import Outcome, render_repro, repro_template
-from torchconform.config import db_url, mask_password
+from torchconform.config import mask_password
 from torchconform.db import errors as store_errors
-from torchconform.db import migrate
-from torchconform.db.values import ValueIds, duration_us, note_build_values
-from torchconform.db.models import (
-    DONE_STATES, HEAD_REVISION, INTERRUPTED, RESUMED, RUNNING, builds, runs, status_for_exit, tests,
+from torchconform.db.bulk import (
+    bulk_insert, bulk_pragmas, insert_ignore, pg_upsert_tests, took_next_ids, usual_pragmas,
 )
+from torchconform.db.columns import (
+    BUILD_COLUMNS, REPRO_AT, STORED_RESULT_COLUMNS, TEST_COLUMNS, result_fields, split_metadata, test_row, text,
+    utcnow,
+)
+from torchconform.db.model_ops import save_traces
+from torchconform.db.models import (
+    DONE_STATES, INTERRUPTED, RESUMED, RUNNING, builds, runs, status_for_exit, tests,
+)
+from torchconform.db.perf import save_rows
+from torchconform.db.values import ValueIds, duration_us, note_build_values
 from torchconform.errors import UserError
 
-# Columns of ``builds`` that metadata keys fill; anything else goes to the JSON column.
-BUILD_COLUMNS = ("torch_version", "torch_git", "backend", "backend_version", "device",
-                 "profile", "branch", "commit")
-_BUILD_ALIASES = {"torch": "torch_version", "git_version": "torch_git", "torch_git_version": "torch_git",
-                  "git_commit": "commit", "sha": "commit"}
-
-TEST_COLUMNS = ("test_id", "suite", "file", "cls", "name", "op", "variant", "dtype")
-RESULT_COLUMNS = ("build_id", "run_id", "test_pk", "attempt", "outcome", "kind", "missing_op",
-                  "fallback_ops", "skiplist_entry", "device", "duration", "message", "repro",
-                  "max_abs_err", "max_rel_err")
-# Where ``repro`` sits in a ``result_fields`` row (None there: the run's template rendered).
-REPRO_AT = RESULT_COLUMNS.index("repro") - 3
-# The columns of a stored ``results`` row (what it says is in result_values: db/values.py).
-STORED_RESULT_COLUMNS = ("build_id", "run_id", "test_pk", "attempt", "value_id", "duration_us",
-                         "max_abs_err", "max_rel_err")
 _TEST_PK = operator.itemgetter(2)
 _FIRST = operator.itemgetter(0)   # a test row's id, a results row's test pk (SQLite)
 
-# Page size of a new SQLite database (bytes).
-SQLITE_PAGE_SIZE = 16384
-# Seconds a SQLite writer waits for the lock held by another process.
-SQLITE_BUSY_TIMEOUT = 120
-# Page cache of a bulk write (KiB), and SQLite's default (negative: KiB).
-BULK_CACHE_KIB = 65536
-SQLITE_DEFAULT_CACHE = -2000
 # Rows per ``IN (...)`` lookup of test ids (well under SQLite's variable limit).
 LOOKUP_CHUNK = 2000
-
-
-def _pragmas(conn: Connection, *pragmas: str) -> None:
-    dbapi = conn.connection.driver_connection
-    for pragma in pragmas:
-        dbapi.execute(f"PRAGMA {pragma}")
-
-
-def test_row(o: Outcome) -> tuple:
-    """The ``tests`` row (TEST_COLUMNS) of an outcome."""
-    return (o.test_id, o.suite or "", o.file or "", o.cls or "", o.name or "", o.op or "", o.variant or "",
-            o.dtype or "")
-
-
-def result_fields(o: Outcome) -> tuple:
-    """An outcome's ``results`` row after build_id, run_id and test_pk (RESULT_COLUMNS[3:])."""
-    return (int(o.attempt or 1), o.outcome, o.kind or "", o.missing_op or "", " ".join(o.fallback_ops or ()),
-            o.skiplist_entry or "", o.device or "", float(o.duration or 0.0), o.message or "", o.repro or "",
-            o.max_abs_err, o.max_rel_err)
-
-
-def outcome_from_rows(test: tuple, result: tuple) -> Outcome:
-    """The Outcome a ``test_row``/``result_fields`` pair stands for."""
-    return Outcome(test_id=test[0], suite=test[1], file=test[2], cls=test[3], name=test[4], op=test[5],
-                   variant=test[6], dtype=test[7], attempt=result[0], outcome=result[1], kind=result[2],
-                   missing_op=result[3], fallback_ops=result[4].split(), skiplist_entry=result[5], device=result[6],
-                   duration=result[7], message=result[8], repro=result[9], max_abs_err=result[10],
-                   max_rel_err=result[11])
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
-def _first_line(exc: BaseException) -> str:
-    text_ = str(getattr(exc, "orig", None) or exc)
-    for line in text_.splitlines():
-        if line.strip():
-            return line.strip()
-    return type(exc).__name__
 
 
 class Store:
     """A connection to one results database (see ``open_store``)."""
 
-    def __init__(self, engine: Engine, url: str):
+    def __init__(self, engine: Engine, url: str, busy_timeout: int | None = None):
         self.engine = engine
         self.url = url
         self.dialect = engine.dialect.name
+        # Seconds a SQLite writer waits for another's lock (db/opening.py): named in the error.
+        self.busy_timeout = busy_timeout
         # test_id -> tests.id, filled lazily; test rows are never deleted, so it stays valid.
         self._test_pks: dict[str, int] = {}
         # value tuple -> result_values.id, likewise (values are never deleted)
@@ -148,7 +89,7 @@ class Store:
         except UserError:
             raise
         except Exception as exc:
-            mapped = store_errors.store_error(exc, self.url, SQLITE_BUSY_TIMEOUT if self.dialect == "sqlite" else None)
+            mapped = store_errors.store_error(exc, self.url, self.busy_timeout if self.dialect == "sqlite" else None)
             if mapped is None:
                 raise
             raise mapped from exc
@@ -181,7 +122,7 @@ class Store:
         with self._faults_as_errors(), self.engine.connect() as conn:
             bulk_sqlite = bulk and self.dialect == "sqlite"
             if bulk_sqlite:  # pragmas apply outside a transaction only
-                _pragmas(conn, "foreign_keys=OFF", f"cache_size=-{BULK_CACHE_KIB}")
+                bulk_pragmas(conn)
             conn.execution_options(tc_write=True)
             try:
                 with conn.begin():
@@ -195,7 +136,7 @@ class Store:
             finally:
                 if bulk_sqlite:  # the pooled connection goes back as it came, or not at all
                     try:
-                        _pragmas(conn, "foreign_keys=ON", f"cache_size={SQLITE_DEFAULT_CACHE}")
+                        usual_pragmas(conn)
                     except Exception:
                         conn.invalidate()
 
@@ -227,11 +168,11 @@ class Store:
         if conn is None:
             with self.write() as c:
                 return self.ensure_build(name, append=append, conn=c, **metadata)
-        columns, extra = _split_metadata(metadata)
+        columns, extra = split_metadata(metadata)
         row = conn.execute(select(builds).where(builds.c.name == name)).mappings().first()
         if row is None:
             values = {"name": name, "created": utcnow(), **{c: "" for c in BUILD_COLUMNS}, **columns, "metadata": extra}
-            new_id = conn.execute(self._insert_ignore(builds, ["name"]).values(**values)
+            new_id = conn.execute(insert_ignore(self.dialect, builds, ["name"]).values(**values)
                                   .returning(builds.c.id)).scalar_one_or_none()
             if new_id is not None:
                 return new_id
@@ -279,8 +220,8 @@ class Store:
                 return self.start_run(build, suite, selection, shard, host, command, repro_template, pid,
                                       planned, conn=c)
         build_id = build if isinstance(build, int) else self.build_id(build, conn)
-        values = dict(build_id=build_id, suite=suite or "", selection=_text(selection), shard=str(shard or ""),
-                      host=host or socket.gethostname(), command=mask_password(_text(command)), started=utcnow(), n_results=0,
+        values = dict(build_id=build_id, suite=suite or "", selection=text(selection), shard=str(shard or ""),
+                      host=host or socket.gethostname(), command=mask_password(text(command)), started=utcnow(), n_results=0,
                       repro_template=repro_template or "", status=RUNNING,
                       pid=os.getpid() if pid is None else (pid or None), planned=planned)
         return conn.execute(runs.insert().values(**values).returning(runs.c.id)).scalar_one()
@@ -362,13 +303,9 @@ class Store:
         if any(o.trace for o in outcomes):
             # A model run's operator set (Outcome.trace), in the outcome's transaction: a run
             # interrupted after the outcome was stored has its set stored too.
-            from torchconform.census.models import save_traces
-
             save_traces(self, outcomes, conn)
         if any(o.perf for o in outcomes):
             # The perf suite's timings (Outcome.perf), in the outcome's transaction too.
-            from torchconform.db.perf import save_rows
-
             save_rows(conn, self._build_of_run(conn, run_id), run_id, outcomes)
         return n
 
@@ -405,7 +342,7 @@ class Store:
             rows = [(build_id, run_id, pks[t[0]], r[0], value_ids[r[1]], r[2], r[3], r[4])
                     for t, r in zip(test_rows, result_rows)]
             rows.sort(key=_TEST_PK)
-            self._bulk_insert(conn, "results", STORED_RESULT_COLUMNS, rows)
+            bulk_insert(conn, self.dialect, "results", STORED_RESULT_COLUMNS, rows)
         conn.exec_driver_sql("UPDATE runs SET n_results = n_results + {0} WHERE id = {1}".format(
             len(rows), int(run_id)))
         return len(rows)
@@ -451,15 +388,15 @@ class Store:
         # instead of splitting pages all over (about half the cost of inserting tests).
         rows = sorted(wanted.values())
         if self.dialect == "postgresql":
-            self._pg_upsert_tests(conn, rows)
+            pg_upsert_tests(conn, rows, known)
             return known
         # Insert-or-ignore first, then one lookup: cheaper than looking up twice.
         # ON CONFLICT: the test may exist from an earlier build or another writer.
         top = conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM tests").scalar_one()
         dbapi = conn.connection.driver_connection
         changes = dbapi.total_changes
-        self._bulk_insert(conn, "tests", TEST_COLUMNS, rows, ignore_conflict="test_id")
-        new = self._took_next_ids(conn, rows, top, dbapi.total_changes - changes)
+        bulk_insert(conn, self.dialect, "tests", TEST_COLUMNS, rows, ignore_conflict="test_id")
+        new = took_next_ids(conn, rows, top, dbapi.total_changes - changes)
         if new is None:
             self._lookup_tests(conn, list(wanted))   # remembered: a build of known tests
             return known
@@ -470,219 +407,8 @@ class Store:
         # dict of every test for nothing.  A next build of them looks them up once.
         return new
 
-    def _took_next_ids(self, conn: Connection, rows: list[tuple], top: int, inserted: int) -> dict | None:
-        """SQLite: when every test of the batch was new, the inserts (we hold the write
-        lock) took the ids after ``top`` in order, so no lookup is needed -- a fresh
-        build's ingest skips reading 150k ids back: {test id: id}.  Checked, not assumed:
-        the new maximum and the first new row must match, else None (look them up)."""
-        if not rows or inserted != len(rows):
-            return None
-        last, first_tid = conn.exec_driver_sql(
-            "SELECT max(id), (SELECT test_id FROM tests WHERE id = ?) FROM tests", (top + 1,)).one()
-        if last != top + len(rows) or first_tid != rows[0][0]:
-            return None
-        return dict(zip(map(_FIRST, rows), range(top + 1, last + 1)))
-
-    def _pg_upsert_tests(self, conn: Connection, rows: list[tuple]) -> None:
-        """PostgreSQL: COPY the batch's tests into a temporary table, insert the new
-        ones and read the others' ids back: set statements, no per-row round trips."""
-        cols = ", ".join(TEST_COLUMNS)
-        conn.exec_driver_sql("CREATE TEMPORARY TABLE IF NOT EXISTS tc_batch_tests ("
-                             + ", ".join(f"{c} TEXT NOT NULL" for c in TEST_COLUMNS) + ") ON COMMIT DELETE ROWS")
-        conn.exec_driver_sql("TRUNCATE tc_batch_tests")
-        cursor = conn.connection.driver_connection.cursor()
-        with cursor.copy(f"COPY tc_batch_tests ({cols}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-        # Sorted, so concurrent shards inserting overlapping tests take locks in one order.
-        # RETURNING gives the new tests' ids; only those stored before are looked up (by
-        # the unique index: a join with the batch made the planner scan every test).
-        # The driver's cursor: psycopg builds the (test_id, id) pairs in C, 150k of them.
-        known = self._test_pks
-        cursor.execute(f"INSERT INTO tests ({cols}) SELECT {cols} FROM tc_batch_tests "
-                       "ORDER BY test_id ON CONFLICT (test_id) DO NOTHING RETURNING test_id, id")
-        known.update(cursor.fetchall())
-        stored_before = [row[0] for row in rows if row[0] not in known]
-        if stored_before:
-            cursor.execute("SELECT test_id, id FROM tests WHERE test_id = ANY(%s)", (stored_before,))
-            known.update(cursor.fetchall())
-
     def _lookup_tests(self, conn: Connection, test_ids: list[str]) -> None:
         for i in range(0, len(test_ids), LOOKUP_CHUNK):
             chunk = test_ids[i:i + LOOKUP_CHUNK]
             for pk, tid in conn.execute(select(tests.c.id, tests.c.test_id).where(tests.c.test_id.in_(chunk))):
                 self._test_pks[tid] = pk
-
-    def _bulk_insert(self, conn: Connection, table: str, columns, rows: list[tuple], ignore_conflict: str = "") -> None:
-        """The fast path: the driver's own executemany (SQLite) or COPY (PostgreSQL)."""
-        cols = ", ".join(f'"{c}"' for c in columns)
-        if self.dialect == "postgresql" and not ignore_conflict:
-            cursor = conn.connection.driver_connection.cursor()
-            with cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-            return
-        marks = ", ".join(["?" if self.dialect == "sqlite" else "%s"] * len(columns))
-        conflict = f" ON CONFLICT ({ignore_conflict}) DO NOTHING" if ignore_conflict else ""
-        conn.exec_driver_sql(f"INSERT INTO {table} ({cols}) VALUES ({marks}){conflict}", rows)
-
-    def _insert_ignore(self, table, keys):
-        if self.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        return insert(table).on_conflict_do_nothing(index_elements=keys)
-
-
-def _text(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return " ".join(str(v) for v in value)
-    return "" if value is None else str(value)
-
-
-def _split_metadata(metadata: dict) -> tuple[dict, dict]:
-    columns, extra = {}, {}
-    for key, value in metadata.items():
-        if value is None:
-            continue
-        key = _BUILD_ALIASES.get(key, key)
-        if key in BUILD_COLUMNS:
-            columns[key] = str(value)
-        else:
-            # The JSON column only takes JSON; anything odd is stored as its text.
-            try:
-                json.dumps(value)
-                extra[key] = value
-            except (TypeError, ValueError):
-                extra[key] = str(value)
-    return columns, extra
-
-
-# -- opening ------------------------------------------------------------------------------
-def _sqlite_engine(url: str) -> Engine:
-    path = make_url(url).database
-    if path and path != ":memory:":
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise UserError(f"cannot open database {url}: folder {folder} does not exist; create it or pass another --db")
-    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
-    store_errors.install(engine, url, SQLITE_BUSY_TIMEOUT)
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record):
-        # Let SQLAlchemy's begin event below decide how transactions start.
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        # Takes effect only while the file is still empty (a new database): 16 KiB pages
-        # make a build's bulk load about a tenth faster (fewer WAL frames to write and
-        # checkpoint) and suit the full-build scans the site and the gate do.
-        cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT * 1000}")
-        cur.execute("PRAGMA synchronous=NORMAL")  # safe with WAL; a crash loses at most the last commit
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn):
-        # Writers take the lock at BEGIN, so two writers never deadlock upgrading a read lock.
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("tc_write") else "BEGIN")
-
-    return engine
-
-
-def make_engine(url: str) -> Engine:
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        raise UserError(f"bad database URL {mask_password(url)!r}; pass a file path or a URL such as "
-                        "postgresql+psycopg://user:pass@host/db") from None
-    backend = parsed.get_backend_name()
-    try:
-        if backend == "sqlite":
-            return _sqlite_engine(url)
-        if backend == "postgresql":
-            engine = create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
-            store_errors.install(engine, url)
-            return engine
-    except NoSuchModuleError:
-        pass  # a dialect SQLAlchemy does not know: the unsupported-URL error below
-    except ImportError as exc:
-        raise UserError(f"database driver for {backend} is missing ({exc}); install it with "
-                        "`pip install 'torchconform[postgres]'`") from None
-    raise UserError(f"unsupported database URL {mask_password(url)!r}; use a SQLite path or postgresql+psycopg://...")
-
-
-def open_store(url: str | None = None, create: bool = True, check_schema: bool = True) -> Store:
-    """Open the store at ``url`` (``--db`` / $TORCHCONFORM_DB / ./torchconform.db).
-
-    A database with no schema is created at the current revision (when
-    ``create``); an older schema asks for ``torchconform db upgrade``, a newer
-    one for a newer torchconform.  Connection failures become one-line
-    UserErrors with the password masked.
-    """
-    url = db_url(url)
-    if not create and url.startswith("sqlite"):
-        path = make_url(url).database
-        if path and path != ":memory:" and not os.path.exists(path):
-            raise UserError(f"no database at {path}; store a run first (`torchconform run` or `torchconform ingest`) "
-                            "or pass --db / $TORCHCONFORM_DB")
-    engine = make_engine(url)
-    store = Store(engine, url)
-    try:
-        with engine.connect() as conn:
-            # Tables first, then the version: a concurrent creator commits both at once, so
-            # having seen its tables guarantees seeing its version (the other order races).
-            has_tables = bool(set(inspect(conn).get_table_names()) & {"builds", "results"})
-            revision = migrate.current_revision(conn)
-    except UserError:
-        engine.dispose()
-        raise
-    except (DBAPIError, SQLAlchemyError, OSError) as exc:
-        engine.dispose()
-        raise UserError(f"cannot open database {mask_password(url)}: {mask_password(_first_line(exc))}; "
-                        "check --db / $TORCHCONFORM_DB and that the database server is reachable") from None
-    if not check_schema:
-        return store
-    if revision is None:
-        if has_tables:
-            engine.dispose()
-            raise UserError(f"database {mask_password(url)} has tables but no torchconform schema version; "
-                            "point --db at a torchconform database or a new file")
-        if not create:
-            engine.dispose()
-            raise UserError(f"database {mask_password(url)} has no torchconform schema; "
-                            "run `torchconform db upgrade` to create it")
-        upgrade_schema(store)
-        return store
-    check_revision(revision, url, engine)
-    return store
-
-
-def check_revision(revision: str, url: str, engine: Engine | None = None) -> None:
-    if revision == HEAD_REVISION:
-        return
-    if engine is not None:
-        engine.dispose()
-    if revision not in migrate.known_revisions():
-        raise UserError(f"database {mask_password(url)} has schema {revision}, newer than this torchconform "
-                        f"(which knows up to {HEAD_REVISION}); upgrade torchconform to read it")
-    raise UserError(f"database {mask_password(url)} has an older schema ({revision}, this torchconform needs "
-                    f"{HEAD_REVISION}); run `torchconform db upgrade --db {mask_password(url)}` first")
-
-
-def upgrade_schema(store: Store, revision: str = "head") -> tuple[str | None, str]:
-    """Migrate ``store`` to ``revision``; returns (before, after).  Safe when run concurrently."""
-    store.check_sound()
-    with store._faults_as_errors(), store.engine.connect() as conn:
-        conn.execution_options(tc_write=True)
-        with conn.begin():
-            if store.dialect == "postgresql":
-                # Serialise concurrent creators (parallel shards on an empty database).
-                conn.exec_driver_sql("SELECT pg_advisory_xact_lock(74201)")
-            before = migrate.current_revision(conn)
-            if before is not None and before not in migrate.known_revisions():
-                check_revision(before, store.url)
-            migrate.upgrade_connection(conn, revision)
-            after = migrate.current_revision(conn)
-    return before, after

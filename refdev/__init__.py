@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
 
 from torchconform.core.traitnotes import EAGER_FALLBACK_OPS
 from torchconform.errors import UserError
-from torchconform.refdev import profiles
+from torchconform import settings
+from torchconform.refdev import profiles, state
 from torchconform.core.yamlpos import load_data
 
 NAME_ENV = "TORCHCONFORM_REFDEV_NAME"
@@ -31,50 +31,33 @@ DEFAULT_DEVICES = 2
 MAX_DEVICES = 16
 
 
-@dataclass
-class _Loaded:
-    name: str
-    ext: object
-    resolved: profiles.Resolved
-    devices: int
-
-
-_loaded: _Loaded | None = None
 _lock = threading.Lock()
 
 
 def device_name() -> str:
     """The configured PrivateUse1 name (without loading anything)."""
-    name = os.environ.get(NAME_ENV) or DEFAULT_NAME
+    name = settings.get(NAME_ENV)
     if not name.isidentifier() or not name.islower():
         raise UserError(f"{NAME_ENV}={name!r} is not a valid device name; use a lower-case identifier such as refdev or neuron")
     return name
 
 
 def _device_count() -> int:
-    raw = os.environ.get(DEVICES_ENV) or str(DEFAULT_DEVICES)
-    try:
-        count = int(raw)
-    except ValueError:
-        count = 0
-    if not 1 <= count <= MAX_DEVICES:
-        raise UserError(f"{DEVICES_ENV}={raw!r} is not a device count; set it to a whole number from 1 to {MAX_DEVICES}")
-    return count
+    return settings.get_int(DEVICES_ENV, 1, MAX_DEVICES, what="a device count")
 
 
 def load() -> str:
     """Build (cached), register the device once per process, return its name."""
-    global _loaded
-    if _loaded is not None:
-        return _loaded.name
+    if state.current is not None:
+        return state.current.name
     with _lock:
-        if _loaded is not None:
-            return _loaded.name
+        if state.current is not None:
+            return state.current.name
         import torch
 
         name = device_name()
         devices = _device_count()
-        resolved = profiles.resolve(profiles.load_profile(os.environ.get(PROFILE_ENV)))
+        resolved = profiles.resolve(profiles.load_profile(settings.given(PROFILE_ENV)))
         slow = slow_op_delays(resolved) if resolved.profile.slow_ops else None   # a bad entry: said before set-up
         current = torch._C._get_privateuse1_backend_name()
         if current != name:
@@ -86,10 +69,10 @@ def load() -> str:
             torch.utils.rename_privateuse1_backend(name)
         from torchconform.refdev import build
 
-        ext = build.load_extension(verbose=os.environ.get("TORCHCONFORM_REFDEV_VERBOSE") == "1")
+        ext = build.load_extension(verbose=settings.is_on("TORCHCONFORM_REFDEV_VERBOSE"))
         traits = resolved.profile.traits
         ext.init(devices, traits["float64_as_float32"], traits["copies_noncontiguous"],
-                 os.environ.get(TRACE_ENV) == "1")
+                 settings.is_on(TRACE_ENV))
         ext.register_ops(resolved.implemented_computed, resolved.fallback)
         if resolved.profile.boxed:
             ext.install_boxed_fallback()
@@ -112,7 +95,7 @@ def load() -> str:
 
         distributed.register(name, resolved.profile.name, resolved.profile.missing_collectives,
                              resolved.profile.synchronous_collectives)
-        _loaded = _Loaded(name, ext, resolved, devices)
+        state.current = state.Loaded(name, ext, resolved, devices)
         return name
 
 
@@ -136,18 +119,18 @@ def slow_op_delays(resolved: profiles.Resolved) -> tuple[list[str], list[int]]:
 
 
 def _extension():
-    if _loaded is None:
+    if state.current is None:
         load()
-    return _loaded.ext
+    return state.current.ext
 
 
 def is_loaded() -> bool:
-    return _loaded is not None
+    return state.current is not None
 
 
 def active_profile() -> profiles.Resolved | None:
     """The resolved profile of the loaded device (None before ``load()``)."""
-    return _loaded.resolved if _loaded else None
+    return state.current.resolved if state.current else None
 
 
 def describe(profile: str | None = None) -> dict:
@@ -161,8 +144,8 @@ def describe(profile: str | None = None) -> dict:
     ``profile`` is a shipped name or a YAML path; None means the active one
     (the loaded device's, else $TORCHCONFORM_REFDEV_PROFILE, else young-backend).
     """
-    if profile is None and _loaded is not None:
-        resolved = _loaded.resolved
+    if profile is None and state.current is not None:
+        resolved = state.current.resolved
     else:
         resolved = profiles.resolve(profiles.load_profile(profile))
     fallback, missing = list(resolved.fallback), list(resolved.missing)
@@ -172,7 +155,7 @@ def describe(profile: str | None = None) -> dict:
     return {
         "profile": resolved.profile.name,
         "profile_path": resolved.profile.path,
-        "device": _loaded.name if _loaded else device_name(),
+        "device": state.current.name if state.current else device_name(),
         "fallback_mode": resolved.profile.fallback_mode,
         "implemented": list(resolved.implemented),
         "fallback": fallback,
@@ -194,10 +177,10 @@ def boxed_truth(resolved: profiles.Resolved) -> tuple[list[str], list[str]]:
     Needs refdev's build (compiled on first use), not load()."""
     from torchconform.refdev import build
 
-    if _loaded is not None and resolved is _loaded.resolved:
-        ext, planned, registered = _loaded.ext, [], True
+    if state.current is not None and resolved is state.current.resolved:
+        ext, planned, registered = state.current.ext, [], True
     else:
-        ext = build.load_extension(verbose=os.environ.get("TORCHCONFORM_REFDEV_VERBOSE") == "1")
+        ext = build.load_extension(verbose=settings.is_on("TORCHCONFORM_REFDEV_VERBOSE"))
         planned, registered = resolved.implemented, False
     fallback, missing = ext.boxed_dispatch_truth(list(planned), registered)
     return list(fallback), list(missing)
@@ -220,7 +203,8 @@ def _cannot_run(resolved: profiles.Resolved, fallback: list, missing: list) -> t
 def collectives(profile: profiles.Profile) -> dict:
     """refccl's ground truth for a profile: the c10d backend, each collective's status,
     and whether collectives overlap computation (refdev/distributed.py)."""
-    from torchconform.refdev.distributed import BACKEND_NAME, COLLECTIVES
+    from torchconform.refdev.distributed import BACKEND_NAME
+    from torchconform.refdev.profiles import COLLECTIVES
 
     return {"c10d_backend": BACKEND_NAME,
             "status": {c: ("missing" if c in profile.missing_collectives else "implemented") for c in COLLECTIVES},
@@ -261,7 +245,7 @@ def declared_downcast() -> dict:
     """The backend profile's ``dtype_policy.downcast`` for refdev, derived from the active
     refdev profile's ``float64_as_float32`` trait (describe's ``traits``): one source of truth.
     Reads the profile file only (no build, no torch import)."""
-    profile = _loaded.resolved.profile if _loaded else profiles.load_profile(os.environ.get(PROFILE_ENV))
+    profile = state.current.resolved.profile if state.current else profiles.load_profile(settings.given(PROFILE_ENV))
     if profile.traits["float64_as_float32"]:
         return {"float64": "float32", "complex128": "complex64"}
     return {}
@@ -275,7 +259,7 @@ def trait_off_env(trait: str, folder: str) -> dict | None:
     cannot switch off (a list trait, an unknown name)."""
     import yaml
 
-    profile = _loaded.resolved.profile if _loaded else profiles.load_profile(os.environ.get(PROFILE_ENV))
+    profile = state.current.resolved.profile if state.current else profiles.load_profile(settings.given(PROFILE_ENV))
     if not isinstance(profiles.TRAITS.get(trait), bool):
         return None
     data = load_data(profile.path) or {}
@@ -289,7 +273,7 @@ def trait_off_env(trait: str, folder: str) -> dict | None:
 
 
 def _boxed() -> bool:
-    return _loaded is not None and _loaded.resolved.profile.boxed
+    return state.current is not None and state.current.resolved.profile.boxed
 
 
 def fallback_counts() -> dict[str, int] | None:
@@ -298,12 +282,12 @@ def fallback_counts() -> dict[str, int] | None:
     backend (the plugin reads None as "no counter")."""
     if _boxed():
         return None
-    return dict(_extension().fallback_counts(False)) if _loaded else {}
+    return dict(_extension().fallback_counts(False)) if state.current else {}
 
 
 def reset_fallback_counts() -> None:
-    if _loaded and not _boxed():
-        _loaded.ext.fallback_counts(True)
+    if state.current and not _boxed():
+        state.current.ext.fallback_counts(True)
 
 
 def boxed_fallback_served(reset: bool = False) -> dict[str, int]:
@@ -311,24 +295,24 @@ def boxed_fallback_served(reset: bool = False) -> dict[str, int]:
     backend has no such table).  With a boxed profile: calls the PrivateUse1 backend
     fallback (PyTorch's cpu_fallback) received per operator since the last reset,
     including calls that then failed inside it for want of a CPU kernel; {} otherwise."""
-    return dict(_loaded.ext.boxed_fallback_served(reset)) if _boxed() else {}
+    return dict(state.current.ext.boxed_fallback_served(reset)) if _boxed() else {}
 
 
 def copy_counts() -> dict[str, int]:
     """copies_noncontiguous trait: contiguous copies made per operator since the last reset."""
-    return dict(_extension().copy_counts(False)) if _loaded else {}
+    return dict(_extension().copy_counts(False)) if state.current else {}
 
 
 def reset_copy_counts() -> None:
-    if _loaded:
-        _loaded.ext.copy_counts(True)
+    if state.current:
+        state.current.ext.copy_counts(True)
 
 
 def leak_counts() -> dict[str, int]:
     """leaks_ops trait: workspaces retained per operator (never reset: a leak stays)."""
-    return dict(_extension().leak_counts()) if _loaded else {}
+    return dict(_extension().leak_counts()) if state.current else {}
 
 
 def call_counts(reset: bool = False) -> dict[str, int]:
     """With TORCHCONFORM_REFDEV_TRACE=1: calls per computed operator."""
-    return dict(_extension().call_counts(reset)) if _loaded else {}
+    return dict(_extension().call_counts(reset)) if state.current else {}

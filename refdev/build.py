@@ -18,20 +18,57 @@ import shutil
 import subprocess
 import sys
 
+from torchconform import settings as tc_settings
 from torchconform.errors import UserError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCES = [os.path.join(HERE, "csrc", "refdev.cpp"), os.path.join(HERE, "csrc", "boxed_fallback.cpp")]
-# Headers the sources include: part of the build key, so an edit rebuilds.
-HEADERS = {SOURCES[0]: [os.path.join(HERE, "csrc", "boxed_fallback.h")]}
+
+
+def _csrc(*parts: str) -> str:
+    return os.path.join(HERE, "csrc", *parts)
+
+
+# refdev's core, split like PyTorch's OpenReg backend: csrc/runtime (the device) and
+# csrc/aten (the operators); module.cpp holds only the Python module.  cpp_extension names
+# each object file after its source's basename, so basenames must be unique.
+SOURCES = [
+    _csrc("module.cpp"),
+    _csrc("runtime", "state.cpp"),
+    _csrc("runtime", "allocator.cpp"),
+    _csrc("runtime", "guard.cpp"),
+    _csrc("runtime", "generator.cpp"),
+    _csrc("runtime", "hooks.cpp"),
+    _csrc("aten", "device_tensor.cpp"),
+    _csrc("aten", "storage_kernels.cpp"),
+    _csrc("aten", "autocast.cpp"),
+    _csrc("aten", "compute.cpp"),
+    _csrc("aten", "control.cpp"),
+    _csrc("boxed_fallback.cpp"),
+]
+_STATE, _ALLOC, _GEN, _HOOKS = (_csrc("runtime", h) for h in ("state.h", "allocator.h", "generator.h", "hooks.h"))
+_TENSOR, _COMPUTE, _CONTROL = (_csrc("aten", h) for h in ("device_tensor.h", "compute.h", "control.h"))
+# Headers each source includes: part of the build key, so an edit rebuilds.
+HEADERS = {
+    _csrc("module.cpp"): [_COMPUTE, _CONTROL, _TENSOR, _csrc("boxed_fallback.h"), _GEN, _STATE],
+    _csrc("runtime", "state.cpp"): [_STATE],
+    _csrc("runtime", "allocator.cpp"): [_ALLOC, _STATE],
+    _csrc("runtime", "guard.cpp"): [_STATE],
+    _csrc("runtime", "generator.cpp"): [_GEN, _STATE],
+    _csrc("runtime", "hooks.cpp"): [_HOOKS, _GEN, _STATE],
+    _csrc("aten", "device_tensor.cpp"): [_TENSOR, _ALLOC, _STATE],
+    _csrc("aten", "storage_kernels.cpp"): [_TENSOR, _ALLOC, _STATE],
+    _csrc("aten", "compute.cpp"): [_COMPUTE, _TENSOR, _ALLOC, _GEN, _STATE],
+    _csrc("aten", "control.cpp"): [_CONTROL, _COMPUTE, _TENSOR, _HOOKS, _STATE],
+    _csrc("boxed_fallback.cpp"): [_csrc("boxed_fallback.h")],
+}
 CACHE_ENV = "TORCHCONFORM_REFDEV_CACHE"
 DONE = "built.ok"
 
 
 def cache_root() -> str:
     """$TORCHCONFORM_REFDEV_CACHE, else $XDG_CACHE_HOME/torchconform/refdev (~/.cache/...)."""
-    if os.environ.get(CACHE_ENV):
-        return os.path.abspath(os.path.expanduser(os.environ[CACHE_ENV]))
+    if tc_settings.given(CACHE_ENV):
+        return os.path.abspath(os.path.expanduser(tc_settings.given(CACHE_ENV)))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "torchconform", "refdev")
 
@@ -58,7 +95,8 @@ def build_key(compiler: str, sources=SOURCES) -> str:
     import torch
 
     h = hashlib.sha256()
-    for path in list(sources) + [hdr for src in sources for hdr in HEADERS.get(src, [])]:
+    # Each file once (many sources share a header), sources first, then headers in first-seen order.
+    for path in dict.fromkeys(list(sources) + [hdr for src in sources for hdr in HEADERS.get(src, [])]):
         with open(path, "rb") as f:
             h.update(f.read())
     h.update(torch.__version__.encode())

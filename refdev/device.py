@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import contextlib
 
+from torchconform.refdev import state
+
 
 def _ext():
-    from torchconform import refdev
-
-    return refdev._extension()
+    return state.extension()
 
 
 def _index(device=None) -> int:
@@ -73,7 +73,7 @@ def _device(device=None):
 
 
 # Streams and events: PyTorch's device-generic torch.Stream / torch.Event over refdev's
-# DeviceGuardImpl (refdev.cpp).  Streams have identities and a per-thread current stream,
+# DeviceGuardImpl (csrc/runtime/guard.cpp).  Streams have identities and a per-thread current stream,
 # but every kernel runs synchronously on the host, so work on one stream never overlaps
 # another; events record host time, so elapsed_time() is real.
 def Stream(device=None, priority: int = 0, **kwargs):
@@ -96,7 +96,7 @@ def current_stream(device=None):
 
 
 def default_stream(device=None):
-    """Stream 0 of the device (refdev.cpp numbers new streams from 1)."""
+    """Stream 0 of the device (csrc/runtime/guard.cpp numbers new streams from 1)."""
     import torch
 
     dev = _device(device)
@@ -169,8 +169,8 @@ def get_rng_state_all():
 
 
 def set_rng_state_all(states) -> None:
-    for i, state in enumerate(states):
-        set_rng_state(state, i)
+    for i, rng_state in enumerate(states):
+        set_rng_state(rng_state, i)
 
 
 def memory_allocated(device=None) -> int:
@@ -210,16 +210,12 @@ def memory_stats(device=None) -> dict:
 def leak_counts() -> dict[str, int]:
     """Workspaces retained (leaked) per operator since the process started; the
     per-test leak check (collectors/devicecheck.py) names what changed across a test."""
-    from torchconform import refdev
-
-    return refdev.leak_counts()
+    return state.leak_counts()
 
 
 def leak_report() -> str:
     """One line naming retained (leaked) device allocations of the whole process, "" when there are none."""
-    from torchconform import refdev
-
-    counts = refdev.leak_counts()
+    counts = state.leak_counts()
     if not counts:
         return ""
     total = sum(_ext().leaked_bytes(i) for i in range(device_count()))

@@ -2,7 +2,7 @@
 
 refdev memory is host memory, so a collective needs no staging copy: each refdev
 tensor is handed to a gloo process group as a CPU tensor over the same bytes
-(``cpu_alias`` in refdev.cpp), and gloo's result lands in device memory directly.
+(``cpu_alias`` in csrc/aten/device_tensor.cpp), and gloo's result lands in device memory directly.
 CPU tensors go to the same gloo group unchanged, so one group serves
 ``init_process_group(backend="cpu:gloo,refdev:refccl")`` whichever device a
 collective's tensors are on.
@@ -22,12 +22,9 @@ refdev/profiles/*.yaml):
 """
 from __future__ import annotations
 
-BACKEND_NAME = "refccl"
+from torchconform.refdev import state
 
-# Canonical collective names (the suite's ``collective_<name>`` tests) and the process
-# group entry points that implement each.
-COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all",
-               "barrier", "send_recv", "gather", "scatter", "reduce")
+BACKEND_NAME = "refccl"
 
 
 def missing_message(collective: str, profile: str) -> str:
@@ -40,9 +37,7 @@ def _alias(tensors):
     """Tensors as gloo takes them: refdev tensors as CPU tensors over the same bytes."""
     import torch
 
-    from torchconform import refdev
-
-    ext = refdev._extension()
+    ext = state.extension()
     kind = torch._C._get_privateuse1_backend_name()
     if isinstance(tensors, torch.Tensor):
         return ext.cpu_alias(tensors) if tensors.device.type == kind else tensors

@@ -42,12 +42,13 @@ import re
 from dataclasses import dataclass, field
 
 from torchconform.errors import UserError
+from torchconform import settings
 from torchconform.core.yamlpos import YamlError, load_data
 
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 DEFAULT_PROFILE = "young-backend"
 
-# Registered directly in C++ (refdev.cpp): always implemented, never hashed.
+# Registered directly in C++ (csrc/aten/storage_kernels.cpp): always implemented, never hashed.
 NATIVE_OPS = (
     "aten::empty.memory_format", "aten::empty_strided", "aten::as_strided", "aten::view",
     "aten::_reshape_alias", "aten::unfold", "aten::view_as_real", "aten::view_as_complex",
@@ -63,7 +64,7 @@ FORCED_OPS = ("aten::convolution", "aten::convolution_backward")
 # backend for PrivateUse1 tensors and calls these.  Each follows its partner's
 # classification, so describe() stays true: both computed, or both missing (then
 # PyTorch's own "convolution_overrideable not implemented" error names the op).
-# The C++ side computes them through the CPU convolution (refdev.cpp).
+# The C++ side computes them through the CPU convolution (csrc/aten/compute.cpp).
 PAIRED_OPS = {
     "aten::convolution_overrideable": "aten::convolution",
     "aten::convolution_backward_overrideable": "aten::convolution_backward",
@@ -89,7 +90,7 @@ DEVICE_BOUND_COMPOSITES = ("aten::kaiser_window", "aten::_batch_norm_no_update",
 NON_STRIDED = re.compile(r"sparse|^aten::quantize_per|^aten::_make_per_|^aten::to_mkldnn|^aten::_nested_|^aten::dequantize"
                          r"|^aten::_empty_\w*_quantized$")
 # What refdev registers under the PrivateUse1 dispatch keys other than PrivateUse1
-# itself (mirrors refdev.cpp; tests/test_refdev_dispatch.py checks both against the
+# itself (mirrors csrc/aten/storage_kernels.cpp; tests/test_refdev_dispatch.py checks both against the
 # dispatcher): AutocastPrivateUse1 kernels for these operators (default overloads)
 # plus a fallthrough backend fallback; nothing else.
 AUTOCAST_OPS = ("aten::addmm", "aten::baddbmm", "aten::bmm", "aten::conv1d", "aten::conv2d", "aten::conv3d",
@@ -100,6 +101,10 @@ _KEYS = {"name", "description", "missing", "fallback", "always_on", "traits", "c
 # perf run sees a deliberately slowed operator (docs/perf.md); at most MAX_SLOW_S per call.
 MAX_SLOW_S = 10.0
 _COLLECTIVES_KEYS = {"missing", "synchronous"}
+# Canonical collective names (the distributed suite's ``collective_<name>`` tests): what refccl
+# (distributed.py) implements and a profile's ``collectives.missing`` may name.
+COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all",
+               "barrier", "send_recv", "gather", "scatter", "reduce")
 _MISSING_KEYS = {"share_percent", "salt", "ops"}
 _FALLBACK_KEYS = {"ops", "mode"}
 # fallback.mode: "counted" (refdev's own warned, counted per-operator fallback kernels for
@@ -196,7 +201,7 @@ def _is_dtype_name(name: str) -> bool:
 
 def load_profile(name_or_path: str | None = None) -> Profile:
     """Read and validate a profile by shipped name or YAML path."""
-    path = profile_path(name_or_path or os.environ.get("TORCHCONFORM_REFDEV_PROFILE") or DEFAULT_PROFILE)
+    path = profile_path(name_or_path or settings.get("TORCHCONFORM_REFDEV_PROFILE"))
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -278,10 +283,8 @@ def _slow_ops(path: str, raw) -> dict:
 
 
 def _collectives(path: str, raw) -> tuple[list[str], bool]:
-    """The ``collectives`` section: ``missing`` (names of refdev.distributed.COLLECTIVES)
+    """The ``collectives`` section: ``missing`` (names of COLLECTIVES)
     and ``synchronous`` (true or false)."""
-    from torchconform.refdev.distributed import COLLECTIVES
-
     raw = raw or {}
     if not isinstance(raw, dict):
         raise _bad(path, "'collectives' must be a mapping with 'missing' and 'synchronous'")

@@ -20,8 +20,9 @@ import os
 from torchconform import refdev
 from torchconform.core.device import IN_TREE
 from torchconform.errors import UserError
+from torchconform import settings
 
-_device = os.environ.get("TORCHCONFORM_DEVICE") or refdev.DEFAULT_NAME
+_device = settings.given("TORCHCONFORM_DEVICE") or refdev.DEFAULT_NAME   # not the suites' cpu
 if _device in IN_TREE:
     raise UserError(f"refdev cannot stand in for the in-tree device {_device!r}; rehearse a PrivateUse1 "
                     "backend (e.g. --device neuron)")
@@ -67,7 +68,7 @@ def _compile_alias() -> None:
     (neuron: ``neuron``), so compiled tests ask for it as they would on the real device."""
     from torchconform.core.profile import load_profile
 
-    name = load_profile(os.environ.get("TORCHCONFORM_PROFILE") or DEVICE).compile_backend
+    name = load_profile(settings.given("TORCHCONFORM_PROFILE") or DEVICE).compile_backend
     if name in ("", "refdev", "inductor", "aot_eager", "eager"):
         return
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend

@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass, field
 
 from torchconform.errors import UserError
+from torchconform import settings
 from torchconform.core.backend_env import AUTOLOAD_ENV, autoload_enabled
 
 GENERATED_DIR = os.path.join(".torchconform", "profiles")
@@ -154,6 +155,6 @@ def bring_up_message(device: str, module: str, stage: str, detail: str, autoload
 def profile_label(args) -> str:
     """The build name's profile part: refdev's operator profile, else the backend profile's name."""
     if args.device == "refdev" and (args.profile in (None, "refdev")):
-        return os.path.splitext(os.path.basename(args.refdev_profile or os.environ.get("TORCHCONFORM_REFDEV_PROFILE")
-                                                 or "young-backend"))[0]
+        return os.path.splitext(os.path.basename(args.refdev_profile
+                                                 or settings.get("TORCHCONFORM_REFDEV_PROFILE")))[0]
     return resolve_backend(args, check=False).profile.name

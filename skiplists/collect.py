@@ -15,13 +15,14 @@ import subprocess
 import sys
 import tempfile
 
+from torchconform import settings
 from torchconform.skiplists.entries import TestInfo, info_from_item
 
 ENV_OUT = "TORCHCONFORM_COLLECT_OUT"
 
 
 def pytest_collection_finish(session):
-    out = os.environ.get(ENV_OUT)
+    out = settings.given(ENV_OUT)
     if not out:
         return
     with open(out, "w", encoding="utf-8") as fh:

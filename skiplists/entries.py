@@ -252,3 +252,12 @@ def info_from_record(test_id: str, cls: str, name: str, op: str, variant: str, d
     if kind == name and variant:
         kind = "test_" + variant
     return TestInfo(test_id=test_id, cls=cls, name=name, op=op, op_variant="", dtype=dtype, kind=kind)
+
+
+@dataclass
+class Skiplist:
+    """A skiplist file: where it is, the backend it was written for, and its entries."""
+    path: str
+    backend: str = ""
+    description: str = ""
+    entries: list[Entry] = field(default_factory=list)

@@ -299,7 +299,7 @@ def spec_entries(spec: Spec, device: str = SPEC_DEVICE, path: str | None = None,
 
 def skiplist_from_spec(path: str, device: str | None = None):
     """A spec file as a ``Skiplist`` (what ``--skiplist SPEC.json`` and ``run --spec`` apply)."""
-    from torchconform.skiplists.schema import Skiplist
+    from torchconform.skiplists.entries import Skiplist
 
     spec = parse_spec(path)
     return Skiplist(path=path, backend=device or SPEC_DEVICE, description=f"torch-neuronx spec {spec.name}",

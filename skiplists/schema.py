@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from dataclasses import dataclass, field
 
-from torchconform.skiplists.entries import CATEGORIES, MODES, Entry
+from torchconform.skiplists.entries import CATEGORIES, MODES, Entry, Skiplist
 from torchconform.core.yamlpos import PosDict, PosList, Problem, YamlError, load_yaml, suggest
 
 TOP_KEYS = ("backend", "description", "entries", "spec")   # spec: skiplists/neuron_spec_io.py
@@ -42,14 +41,6 @@ _URL = re.compile(r"^https?://\S+$")
 # Modes that would still run the test are wrong for these categories.
 SKIP_ONLY = {"crashes_device": "an xfail still runs the test and takes the device down",
              "too_slow": "an xfail still runs the test"}
-
-
-@dataclass
-class Skiplist:
-    path: str
-    backend: str = ""
-    description: str = ""
-    entries: list[Entry] = field(default_factory=list)
 
 
 def _as_date(value):

@@ -20,7 +20,7 @@ from torchconform.errors import UserError
 from torchconform.suites.models import catalog
 from torchconform.suites.models.check import SUITE, VARIANTS, test_id
 from torchconform.db.runstate import shard_label
-from torchconform.sweep import history, shards
+from torchconform.sweep import engines, history, shards
 from torchconform.sweep.progress import Progress
 from torchconform.sweep.protocol import Settings, Task
 
@@ -84,35 +84,6 @@ def resolve_profile(device: str, profile: str):
     profile = profile or "refdev"
     prof = load_profile(profile)
     return prof, (device or prof.device)
-
-
-def device_count(prof, device: str) -> int:
-    """How many devices the local workers can be pinned to (1 for cpu)."""
-    if device == "cpu":
-        return 1
-    import torch
-
-    from torchconform.suites.models import backend
-
-    backend.prepare(prof)
-    module = getattr(torch, device, None)
-    try:
-        return max(1, int(module.device_count()))
-    except Exception:
-        return 1
-
-
-def make_engine(opts: SweepOptions, prof, device: str):
-    if opts.engine == "local":
-        from torchconform.sweep.local import LocalEngine
-
-        devices = opts.devices or device_count(prof, device)
-        return LocalEngine(workers=opts.workers, devices=devices)
-    if opts.engine == "ray":
-        from torchconform.sweep.ray_engine import RayEngine
-
-        return RayEngine(address=opts.ray_address, device=device, max_in_flight=max(opts.workers, 1))
-    raise UserError(f"unknown engine {opts.engine!r}; use --engine local or --engine ray")
 
 
 def plan(all_ids, opts: SweepOptions, store, build: str):
@@ -186,7 +157,7 @@ def run_sweep(opts: SweepOptions) -> SweepReport:
     import torch
 
     from torchconform.db import locks
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     bad = [v for v in opts.variants if v not in VARIANTS]
     if bad or not opts.variants:
@@ -194,9 +165,8 @@ def run_sweep(opts: SweepOptions) -> SweepReport:
     shards.check_shard(opts.shards, opts.shard)
     prof, device = resolve_profile(opts.device, opts.profile)
     all_ids = catalog.select(opts.selection, opts.notes)
-    engine = make_engine(opts, prof, device)
-    if hasattr(engine, "connect"):
-        engine.connect()  # an unreachable cluster is a user error before anything is stored
+    engine = engines.make(opts.engine, opts, prof, device)
+    engine.connect()  # an unreachable cluster is a user error before anything is stored
 
     store = open_store(db_url(opts.db or None))
     label = shard_label(opts.shard, opts.shards)
@@ -228,9 +198,9 @@ def run_sweep(opts: SweepOptions) -> SweepReport:
 
 
 def _mark_traced(store, tasks, torch_version: str) -> None:
-    """Tell each task which operator sets the store has (census/models.py): the worker
+    """Tell each task which operator sets the store has (db/model_ops.py): the worker
     traces only the others (its own torch and library versions decide, not ours)."""
-    from torchconform.census.models import stored
+    from torchconform.db.model_ops import stored
 
     have = stored(store, [t.model_id for t in tasks], torch_version)
     for task in tasks:
@@ -238,7 +208,7 @@ def _mark_traced(store, tasks, torch_version: str) -> None:
 
 
 def _run(opts, engine, store, run_id, lock, stop, prof, device, mine, tasks, complete) -> SweepReport:
-    from torchconform.db import queries
+    from torchconform.db import read_builds
 
     settings = Settings(device=device, profile=prof.path or prof.name, variants=tuple(opts.variants),
                         compile_backend=opts.compile_backend, timeout=opts.timeout,
@@ -256,7 +226,7 @@ def _run(opts, engine, store, run_id, lock, stop, prof, device, mine, tasks, com
         # Store first: once this returns the model survives a kill of the sweep.
         wanted = {test_id(result.model_id, v) for v in variants_of.get(result.model_id, ())}
         outcomes = [o for o in result.outcomes if o.test_id in wanted]
-        if not result.stored:  # Ray's tasks store their own outcomes
+        if not engine.writes_results:
             stop.storing = True
             try:
                 store.add_outcomes(run_id, outcomes)
@@ -278,7 +248,7 @@ def _run(opts, engine, store, run_id, lock, stop, prof, device, mine, tasks, com
         progress.close()
         store.finish_run(run_id, status)
 
-    whole = queries.summary_by(store, opts.build, "suite").get(SUITE) or breakdown(opts.build, [])
+    whole = read_builds.summary_by(store, opts.build, "suite").get(SUITE) or breakdown(opts.build, [])
     return SweepReport(build=opts.build, run_id=run_id, selected=len(mine), skipped=complete,
                        ran=len(tasks), outcomes=collected, breakdown=breakdown(opts.build, collected),
                        build_breakdown=whole, replaced_workers=getattr(engine, "replaced", 0),

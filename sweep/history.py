@@ -1,14 +1,15 @@
 """What the store already knows that a sweep needs: done tests, earlier durations.
 
-The reads themselves live in ``torchconform.db.queries`` (the one read
-module); this adds the sweep's view of them: durations per model.
+The reads themselves live in the db readers (``torchconform.db.read_*``, the one read
+path); this adds the sweep's view of them: durations per model.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 
 from torchconform.core.outcome import ERROR, INTERRUPTED_MESSAGE
-from torchconform.db.queries import earlier_durations, latest_rows, stored_test_ids
+from torchconform.db.read_builds import earlier_durations, stored_test_ids
+from torchconform.db.read_rows import latest_rows
 
 __all__ = ["earlier_durations", "stored_test_ids", "done_test_ids", "per_model"]
 

@@ -18,7 +18,7 @@ from multiprocessing.connection import wait
 from torchconform.core.outcome import Outcome
 from torchconform.errors import UserError
 from torchconform.sweep import failures
-from torchconform.sweep.protocol import STARTUP_TIMEOUT, Settings, Task, TaskResult
+from torchconform.sweep.protocol import STARTUP_TIMEOUT, Engine, Settings, Task, TaskResult
 from torchconform.sweep.worker import main as worker_main
 
 # A worker that dies this many times in a row before reporting "ready" means
@@ -48,7 +48,8 @@ class _Slot:
         return f"w{self.index}" + (f".{self.generation}" if self.generation else "")
 
 
-class LocalEngine:
+class LocalEngine(Engine):
+    """Worker processes on this machine; the driver stores what they report."""
     name = "local"
 
     def __init__(self, workers: int = 1, devices: int = 1):

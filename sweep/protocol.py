@@ -9,7 +9,7 @@ makes a killed sweep resumable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable
 
 from torchconform.core.outcome import Outcome
 
@@ -51,12 +51,21 @@ class TaskResult:
     outcomes: list[Outcome] = field(default_factory=list)
     worker: str = ""
     seconds: float = 0.0
-    stored: bool = False             # the task stored these itself (Ray): the driver only counts them
 
 
-class Engine(Protocol):
-    name: str
+class Engine:
+    """Base of every sweep engine (sweep/engines.py names them).  Who stores a task's outcomes
+    is decided here and nowhere else: the driver stores each result as it arrives, unless
+    the engine declares ``writes_results`` (its tasks store their own outcomes into
+    ``Settings.store_url``, run ``Settings.run_id``, and the driver only counts them)."""
+    name = ""
+    writes_results = False
+
+    def connect(self) -> None:
+        """Reach what the engine runs on before the sweep stores anything; a UserError
+        naming the cause when it cannot.  Nothing to reach for an engine on this machine."""
 
     def run(self, tasks: Iterable[Task], settings: Settings,
             on_result: Callable[[TaskResult], None]) -> None:
         """Run every task; call ``on_result`` exactly once per task."""
+        raise NotImplementedError

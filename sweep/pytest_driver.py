@@ -73,7 +73,7 @@ def holding_shard(store, build: str, suite: str, shard: int, shards: int):
 def run_pytest_sweep(cmd: list[str], build: str, suite: str, shard: int, shards: int, resume: bool,
                      db: str | None) -> int:
     """Run ``cmd`` (a ``torchconform run`` command line) as this shard's sweep; its exit status."""
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     store = open_store(db_url(db))
     try:

@@ -39,7 +39,7 @@ def _store_facts(config, suite_hint: str):
     if not db:
         return {}, set()
     from torchconform.config import db_url
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
     from torchconform.sweep import history
 
     store = open_store(db_url(db))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from torchconform.errors import UserError
 from torchconform.sweep import failures
-from torchconform.sweep.protocol import STARTUP_TIMEOUT, Settings, Task, TaskResult
+from torchconform.sweep.protocol import STARTUP_TIMEOUT, Engine, Settings, Task, TaskResult
 
 # Ray's resource name per device type; anything else needs only a CPU slot.
 DEVICE_RESOURCES = {"neuron": {"resources": {"neuron_cores": 1}}, "cuda": {"num_gpus": 1}}
@@ -86,8 +86,9 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
-class RayEngine:
+class RayEngine(Engine):
     name = "ray"
+    writes_results = True   # each task stores its outcomes itself (ray_task.py); lost ones in _lost
 
     def __init__(self, address: str = "", device: str = "cpu", max_in_flight: int = 0):
         try:
@@ -112,7 +113,7 @@ class RayEngine:
         return ray
 
     def run(self, tasks, settings: Settings, on_result) -> None:
-        from torchconform.db.store import open_store
+        from torchconform.db.opening import open_store
         from torchconform.sweep.ray_task import run_task
 
         tasks = list(tasks)
@@ -201,7 +202,7 @@ class RayEngine:
             self.replaced += 1
             return self._lost(task, settings, store, seconds, why=f"failed in Ray ({type(exc).__name__}: "
                               f"{_first_line(exc)})")
-        return TaskResult(task.model_id, outcomes, worker=reply["worker"], seconds=seconds, stored=True)
+        return TaskResult(task.model_id, outcomes, worker=reply["worker"], seconds=seconds)
 
     @staticmethod
     def _lost(task, settings, store, seconds, why: str, timeout: bool = False) -> TaskResult:
@@ -219,4 +220,4 @@ class RayEngine:
             lost = failures.crash(task.model_id, variants, set(have), "", settings.device, "ray", why, seconds)
         stored, already = retrying(lambda: add_outcomes_once(store, settings.run_id, lost, lock_key=task.model_id))
         outcomes = [have[v] for v in variants if v in have] + stored + [o for o in already if o.variant not in have]
-        return TaskResult(task.model_id, outcomes, worker="ray", seconds=seconds, stored=True)
+        return TaskResult(task.model_id, outcomes, worker="ray", seconds=seconds)

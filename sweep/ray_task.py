@@ -30,7 +30,7 @@ _STATE = {"limited": False, "prepared": set()}
 
 
 def _store(url: str):
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     if url not in _STORES:
         _STORES[url] = open_store(url)

@@ -146,7 +146,7 @@ def db_url(request, tmp_path):
 
 @pytest.fixture
 def store(db_url):
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     s = open_store(db_url)
     yield s

@@ -14,7 +14,7 @@ from torchconform.census.agreement import compare
 from torchconform.core.dispatch import Keys, Row, classify
 from torchconform.census.take import Census
 from torchconform.core.outcome import Outcome
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench" / "backends"))

@@ -14,7 +14,7 @@ from torchconform.core.dispatch import Keys, Row, classify, resolve_coverage
 from torchconform.census.take import Census
 from torchconform.ci.config import parse_config
 from torchconform.ci.gate import evaluate
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 
 KEYS = Keys("PrivateUse1", "AutogradPrivateUse1")
 TABLE = {

@@ -13,10 +13,11 @@ import textwrap
 import pytest
 
 from torchconform.census import models
+from torchconform.db import model_ops
 from torchconform.core.dispatch import Row
 from torchconform.census.take import Census
 from torchconform.core.outcome import PASS, SKIP_BACKEND, Outcome
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 
 from support import child_env
 
@@ -74,15 +75,15 @@ def test_blocking_follows_composites_to_their_roots_and_direct_wins():
 
 def test_sets_are_stored_per_versions_and_replaced(tmp_path):
     with open_store(str(tmp_path / "s.db")) as store:
-        models.save(store, "hf/a", "eval", "2.0", "4.1", ["aten::mm", "aten::relu", "aten::mm"])
-        models.save(store, "hf/a", "train", "2.0", "4.1", ["aten::mm"])
-        models.save(store, "hf/a", "eval", "3.0", "4.1", ["aten::sin"])
-        models.save(store, "hf/b", "eval", "2.0", "4.1", ["aten::cos"])
-        models.save(store, "hf/a", "eval", "2.0", "4.1", ["aten::add.Tensor"])  # a retrace replaces
-        assert models.load(store, "2.0") == {"hf/a": {"eval": {"aten::add.Tensor"}, "train": {"aten::mm"}},
+        model_ops.save(store, "hf/a", "eval", "2.0", "4.1", ["aten::mm", "aten::relu", "aten::mm"])
+        model_ops.save(store, "hf/a", "train", "2.0", "4.1", ["aten::mm"])
+        model_ops.save(store, "hf/a", "eval", "3.0", "4.1", ["aten::sin"])
+        model_ops.save(store, "hf/b", "eval", "2.0", "4.1", ["aten::cos"])
+        model_ops.save(store, "hf/a", "eval", "2.0", "4.1", ["aten::add.Tensor"])  # a retrace replaces
+        assert model_ops.load(store, "2.0") == {"hf/a": {"eval": {"aten::add.Tensor"}, "train": {"aten::mm"}},
                                              "hf/b": {"eval": {"aten::cos"}}}
-        assert models.load(store, "3.0", ["hf/a"]) == {"hf/a": {"eval": {"aten::sin"}}}
-        assert models.stored(store, ["hf/a", "hf/c"], "2.0") == {
+        assert model_ops.load(store, "3.0", ["hf/a"]) == {"hf/a": {"eval": {"aten::sin"}}}
+        assert model_ops.stored(store, ["hf/a", "hf/c"], "2.0") == {
             "hf/a": (("eval", "2.0", "4.1"), ("train", "2.0", "4.1"))}
         assert _model_ops(store)[("hf/a", "train")].ops == "aten::mm"
 
@@ -324,7 +325,7 @@ def test_census_blocking_equals_implementing_operators_one_by_one(tmp_path):
                               text=True, env=env)
         assert done.returncode == 0, done.stderr[-2000:]
     from torchconform.census import records
-    from torchconform.db.queries import iter_outcomes
+    from torchconform.db.read_rows import iter_outcomes
 
     with open_store(db) as store:
         blocks = models.blocking_for_build(store, "b", records.require(store, "b"))

@@ -1,5 +1,5 @@
 """``plan`` (census/plan.py) against brute force, its store path and CLI, and the
-leaderboard's full per-model counts (census/impact.py, db/queries.py)."""
+leaderboard's full per-model counts (census/impact.py, db/read_ops.py)."""
 from __future__ import annotations
 
 import itertools
@@ -14,8 +14,8 @@ from torchconform.census import impact, models, plan, records
 from torchconform.core.dispatch import Row
 from torchconform.census.take import Census
 from torchconform.core.outcome import Outcome
-from torchconform.db import queries
-from torchconform.db.store import open_store
+from torchconform.db import model_ops
+from torchconform.db.opening import open_store
 from torchconform.errors import UserError
 
 # Greedy by models finished per step picks e (finishes m5 alone) first; the optimum for
@@ -140,7 +140,7 @@ def write_fixture(store, build="b", census=True, traced=True):
         records.save(store, build, Census("refdev", "PrivateUse1", "2.13.0", CENSUS))
     if traced:
         for m, ops in MODEL_OPS.items():
-            models.save(store, m, "eval", "2.13.0", "4.0", ops)
+            model_ops.save(store, m, "eval", "2.13.0", "4.0", ops)
 
 
 @pytest.fixture
@@ -154,8 +154,8 @@ def fixture_db(tmp_path):
 
 def test_leaderboard_counts_every_blocker_of_traced_models(fixture_db):
     with open_store(str(fixture_db)) as store:
-        board = {e["op"]: e for e in queries.missing_op_leaderboard(store, "b")}
-        plain = {e["op"]: e for e in queries.missing_op_leaderboard(store, "no-census")}
+        board = {e["op"]: e for e in impact.leaderboard(store, "b")}
+        plain = {e["op"]: e for e in impact.leaderboard(store, "no-census")}
     # hf/a hit sin first, but cos.out (through aten::cos) blocks it too; no test reached cos.out
     assert board["aten::cos.out"]["model_names"] == ["hf/a", "hf/d"]
     assert board["aten::cos.out"]["through"] == ["aten::cos"] and board["aten::cos.out"]["decomposition_only"]

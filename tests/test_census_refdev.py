@@ -13,7 +13,7 @@ from torchconform import refdev
 from torchconform.census.diff import gate_context
 from torchconform.ci.config import parse_config
 from torchconform.ci.gate import evaluate
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 
 def _census(profile: str, build: str, db: str, *extra) -> dict:
     r = subprocess.run([sys.executable, "-m", "torchconform", "census", "--device", "refdev", "--build", build,

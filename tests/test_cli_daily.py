@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from torchconform.core.outcome import Outcome
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 
 TC = [sys.executable, "-m", "torchconform"]
 LONG = "refdev-young-backend-20261201T180359.883242Z-05191"

@@ -34,8 +34,8 @@ def test_a_crash_heavy_run_stores_exactly_the_generated_truth(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:] + pytest_log[-3000:]
     assert "INTERNALERROR" not in pytest_log and "replacing crashed worker" not in pytest_log
 
-    from torchconform.db.queries import iter_outcomes
-    from torchconform.db.store import open_store
+    from torchconform.db.read_rows import iter_outcomes
+    from torchconform.db.opening import open_store
 
     with open_store(f"sqlite:///{db}", create=False) as store:
         outcomes = list(iter_outcomes(store, "crashy"))

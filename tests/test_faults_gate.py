@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from torchconform.db import queries
-from torchconform.db.store import open_store
+from torchconform.db import read_builds
+from torchconform.db.opening import open_store
 
 CASE = '<testcase classname="tests.test_mod" name="{name}" file="tests/test_mod.py" time="0.01"{body}'
 FAILURE = '><failure message="AssertionError: {name} broke">assert 1 == 2</failure></testcase>'
@@ -50,7 +50,7 @@ def ingested(tmp_path):
 
 def stored_runs(db) -> dict:
     with open_store(str(db), create=False) as store:
-        return {b["name"]: b["runs"] for b in queries.list_builds(store)}
+        return {b["name"]: b["runs"] for b in read_builds.list_builds(store)}
 
 
 def test_failing_tests_that_cannot_be_rerun_are_reported_and_the_gate_decides(ingested):

@@ -20,7 +20,7 @@ from runner_support import REPO, by_name, child_env, run_pytest  # noqa: E402
 
 from torchconform.core.outcome import Outcome  # noqa: E402
 from torchconform.collectors.sink_jsonl import read_jsonl  # noqa: E402
-from torchconform.db.store import open_store  # noqa: E402
+from torchconform.db.opening import open_store  # noqa: E402
 from torchconform.safe import FORMULA_START, safe_file_name  # noqa: E402
 
 TC = [sys.executable, "-m", "torchconform"]

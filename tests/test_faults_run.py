@@ -313,7 +313,7 @@ def test_stop_workers_kills_a_worker_that_ignores_sigterm():
     """The run's stop escalates: a worker process still there after the grace is SIGKILLed."""
     from types import SimpleNamespace
 
-    from torchconform.collectors.controller import stop_workers
+    from torchconform.collectors.stopping import stop_workers
 
     code = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(120)"
     ignoring = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -24,7 +24,7 @@ from gen_outcomes import write_builds  # noqa: E402
 import test_site_links as links  # noqa: E402  (the site's link crawler)
 
 from torchconform.dashboard import build_site, staging  # noqa: E402
-from torchconform.db.store import open_store  # noqa: E402
+from torchconform.db.opening import open_store  # noqa: E402
 from torchconform.safe import safe_file_name  # noqa: E402
 
 OUTCOMES = 20_000     # per build: a generation of the new build takes a few seconds

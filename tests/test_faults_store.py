@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
 from gen_outcomes import synthetic_outcomes, write_junit_file  # noqa: E402
 
 from pg import pg_server  # noqa: E402,F401  (fixture)
-from torchconform.db import store as store_mod  # noqa: E402
-from torchconform.db.store import open_store  # noqa: E402
+from torchconform.db import opening as store_mod  # noqa: E402
+from torchconform.db.opening import open_store  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 N = 20_000   # outcomes of the stored build: a store of about 6 MB

@@ -24,9 +24,10 @@ from sqlalchemy import select, text
 from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from support import child_env
 from torchconform.core.outcome import INTERRUPTED_MESSAGE, Outcome
-from torchconform.db import locks, queries
+from torchconform.db import locks, read_builds
 from torchconform.db.models import build_locks
-from torchconform.db.store import open_store, utcnow
+from torchconform.db.columns import utcnow
+from torchconform.db.opening import open_store
 from torchconform.errors import UserError
 from torchconform.sweep.pytest_driver import stored_results
 
@@ -59,7 +60,7 @@ def real_results_per_test(url, build):
 
 def info(url, build):
     with open_store(url) as s:
-        return queries.build_info(s, build)
+        return read_builds.build_info(s, build)
 
 
 def group_alive(pgid):
@@ -253,7 +254,7 @@ def test_a_model_build_resumed_to_the_end_after_kill_9_is_complete(tmp_path):
     # Before: the killed run stayed `lost`, so the build was incomplete for ever (never a baseline).
     assert [r["status"] for r in final["runs"]] == ["resumed", "finished"] and final["complete"] is True
     with open_store(db) as s:
-        assert any(b["name"] == "nightly" and b["complete"] for b in queries.list_builds(s))
+        assert any(b["name"] == "nightly" and b["complete"] for b in read_builds.list_builds(s))
 
 
 # -- 2. one live sweep per build ----------------------------------------------------------

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from torchconform.core.outcome import Outcome
-from torchconform.db import queries
-from torchconform.db.store import open_store
+from torchconform.db import read_builds, read_changes
+from torchconform.db.opening import open_store
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures" / "gate"
@@ -177,14 +177,14 @@ def test_flaky_test_is_confirmed_stored_and_does_not_fail(builds, gate_here):
     text = summary.read_text()
     assert "## Flaky tests (1" in text and "1: fail, 2: pass, 3: pass" in text
     with open_store(builds["db"]) as store:
-        history = [h for h in queries.test_history(store, flaky_id) if h["build"] == "F"]
+        history = [h for h in read_changes.test_history(store, flaky_id) if h["build"] == "F"]
         assert [(h["attempt"], h["outcome"]) for h in history] == [(1, "fail"), (2, "pass"), (3, "pass")]
-        assert [f["flaky"] for f in queries.flaky_tests(store, test_id=flaky_id)] == [True]
+        assert [f["flaky"] for f in read_changes.flaky_tests(store, test_id=flaky_id)] == [True]
     # Gating the same build again reuses the stored confirmation: no new attempts.
     again = gate_here(builds["db"], "--build", "F", "--baseline", "A", "--reruns", "2")
     assert again.returncode == 0 and flaky_id in again.stdout
     with open_store(builds["db"]) as store:
-        assert len([h for h in queries.test_history(store, flaky_id) if h["build"] == "F"]) == 3
+        assert len([h for h in read_changes.test_history(store, flaky_id) if h["build"] == "F"]) == 3
 
 
 def test_a_run_that_lost_half_its_tests_fails_on_missing_tests(builds, gate_here):
@@ -209,4 +209,4 @@ def test_input_errors_exit_2_with_one_line(builds, tmp_path, gate_here):
     proc = gate_here(builds["db"], "--build", "B", "--baseline", "A", "--summary", str(tmp_path / "no" / "s.md"))
     assert proc.returncode == 2 and "does not exist" in proc.stderr
     with open_store(builds["db"]) as store:
-        assert not [b for b in queries.list_builds(store) if b["name"] == "nope"]
+        assert not [b for b in read_builds.list_builds(store) if b["name"] == "nope"]

@@ -8,8 +8,8 @@ from torchconform.ci.config import parse_config
 from torchconform.ci.flaky import Attempt, Confirmation
 from torchconform.ci.pipeline import gate_build, resolve_baseline
 from torchconform.core.outcome import Outcome
-from torchconform.db import queries
-from torchconform.db.store import open_store
+from torchconform.db import read_builds
+from torchconform.db.opening import open_store
 from torchconform.errors import UserError
 
 
@@ -93,7 +93,7 @@ def test_latest_never_crosses_into_another_series(store):
     store.add_outcomes(run, passing("b"))
     store.finish_run(run, 0)
     assert resolve_baseline(store, "set-2", "latest") == "set-1"
-    rows = queries.list_builds(store, series=True)
+    rows = read_builds.list_builds(store, series=True)
     by = {r["name"]: r for r in rows}
     assert by["ops-3"]["suite_set"] == "unit" and by["junit-6"]["suite_set"] == "pytest"
     assert by["set-1"]["suite_set"] == by["set-2"]["suite_set"] == "modules+ops"
@@ -101,7 +101,7 @@ def test_latest_never_crosses_into_another_series(store):
     # the same answer the site's model gets for every build
     assert {n: resolve_baseline(store, n, "latest") for n in by} == baselines(rows)
     # list_builds without series answers as before: no new keys
-    assert not {"suite_set", "series"} & set(queries.list_builds(store)[0])
+    assert not {"suite_set", "series"} & set(read_builds.list_builds(store)[0])
     with pytest.raises(UserError, match=r"no earlier complete build of its series, device npu · profile "
                                          r"young-backend · branch main · suites unit"):
         gate_build(store, "npu-1", baseline="latest")
@@ -170,10 +170,10 @@ def test_no_baseline_and_branch_recording(store):
     with pytest.raises(UserError, match="no baseline"):
         gate_build(store, "first", baseline="latest:main", branch="main")
     # The error left the build untouched.
-    assert queries.build_info(store, "first")["branch"] == ""
+    assert read_builds.build_info(store, "first")["branch"] == ""
     run = gate_build(store, "first", baseline="latest:main", branch="main", allow_no_baseline=True)
     assert run.exit_code == 0 and run.baseline is None and "first build" in run.markdown
-    assert queries.build_info(store, "first")["branch"] == "main"
+    assert read_builds.build_info(store, "first")["branch"] == "main"
     store_build(store, "second", [Outcome("a", "fail")], branch="")
     run = gate_build(store, "second", baseline="latest:main", branch="main")
     assert run.baseline == "first" and run.exit_code == 0

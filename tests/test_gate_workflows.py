@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from torchconform.db import queries
-from torchconform.db.store import open_store
+from torchconform.db import read_builds
+from torchconform.db.opening import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 CI = ROOT / "ci"
@@ -100,4 +100,4 @@ def test_gate_sh_first_build_passes_then_a_regression_fails(tmp_path):
     assert "against baseline `ci-1`" in summary and "`aten::sin.out`" in summary
     assert (tmp_path / "out2" / "gate-junit.xml").exists() and (tmp_path / "out2" / "junit.xml").exists()
     with open_store(str(db)) as store:
-        assert {b["name"]: b["branch"] for b in queries.list_builds(store)} == {"ci-1": "main", "ci-2": "main"}
+        assert {b["name"]: b["branch"] for b in read_builds.list_builds(store)} == {"ci-1": "main", "ci-2": "main"}

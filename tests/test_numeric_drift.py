@@ -16,12 +16,12 @@ from torchconform.ci.config import parse_config
 from torchconform.ci.gate import evaluate
 from torchconform.core import numeric
 from torchconform.core.outcome import Outcome
-from torchconform.db import drift, migrate, queries
+from torchconform.db import drift, migrate, read_builds, read_rows
 from torchconform.db.export import export
 from torchconform.db.ingest import ingest
 from torchconform.db.junit.read import parse_junit
 from torchconform.db.models import HEAD_REVISION
-from torchconform.db.store import make_engine, open_store
+from torchconform.db.opening import make_engine, open_store
 from torchconform.errors import UserError
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "runner"))
@@ -94,13 +94,13 @@ def test_a_0006_store_refuses_then_upgrades_keeping_its_results(db_url, cli):
     assert code == 0, err
     assert f"upgraded from 0006_model_ops to {HEAD_REVISION}" in out
     with open_store(db_url) as store:
-        (old,) = queries.iter_outcomes(store, "old")
+        (old,) = read_rows.iter_outcomes(store, "old")
         assert (old.outcome, old.repro, old.max_abs_err, old.max_rel_err) == ("pass", "pytest t::sin", None, None)
         assert drift.op_errors(store, "old") == []   # stored before errors existed: counts nowhere
         run = store.start_run("old")
         store.add_outcomes(run, [Outcome("t::add", "pass", op="add", dtype="float32", max_abs_err=2.5e-7,
                                          max_rel_err=1e-7)])
-        got = {o.test_id: (o.max_abs_err, o.max_rel_err) for o in queries.iter_outcomes(store, "old")}
+        got = {o.test_id: (o.max_abs_err, o.max_rel_err) for o in read_rows.iter_outcomes(store, "old")}
         assert got == {"t::sin": (None, None), "t::add": (2.5e-7, 1e-7)}
     assert cli("db", "upgrade", "--db", db_url)[1].count("already at") == 1
 
@@ -123,8 +123,8 @@ def ops_run(tmp_path_factory):
 def test_a_run_records_the_errors_of_its_comparisons(ops_run):
     tmp, db, junit = ops_run
     with open_store(db) as store:
-        outcomes = {o.name: o for o in queries.iter_outcomes(store, "run-a")}
-        traits = queries.build_info(store, "run-a")["metadata"].get("declared_traits") or []
+        outcomes = {o.name: o for o in read_rows.iter_outcomes(store, "run-a")}
+        traits = read_builds.build_info(store, "run-a")["metadata"].get("declared_traits") or []
         errors = drift.op_errors(store, "run-a")
         history = drift.error_history(store, "sin", "float32")
     passing = [o for o in outcomes.values() if o.outcome == "pass"]
@@ -173,18 +173,18 @@ def _kept(o):
 def test_export_ingest_round_trip_keeps_errors_and_traits(ops_run, tmp_path, build):
     _, db, _ = ops_run
     with open_store(db) as store:
-        if build == "traits" and build not in queries.test_counts(store):
+        if build == "traits" and build not in read_builds.test_counts(store):
             _trait_build(store)
-        before = [_kept(o) for o in queries.iter_outcomes(store, build)]
-        declared = queries.build_info(store, build)["metadata"].get("declared_traits")
+        before = [_kept(o) for o in read_rows.iter_outcomes(store, build)]
+        declared = read_builds.build_info(store, build)["metadata"].get("declared_traits")
         with open(tmp_path / "b.xml", "w", encoding="utf-8") as out:
             export(store, build, "junit", out)
         with open(tmp_path / "b.json", "w", encoding="utf-8") as out:
             export(store, build, "json", out)
         copy = f"{build}-copy-{os.getpid()}"
         ingest(store, [str(tmp_path / "b.xml")], copy)
-        assert [_kept(o) for o in queries.iter_outcomes(store, copy)] == before
-        assert queries.build_info(store, copy)["metadata"].get("declared_traits") == declared
+        assert [_kept(o) for o in read_rows.iter_outcomes(store, copy)] == before
+        assert read_builds.build_info(store, copy)["metadata"].get("declared_traits") == declared
     assert any(k[6] is not None for k in before) and (build != "traits" or declared == [TRAIT])
     dumped = json.loads((tmp_path / "b.json").read_text())
     assert [(o["test_id"], o["max_abs_err"], o["max_rel_err"]) for o in dumped["outcomes"]] == \

@@ -116,7 +116,7 @@ def test_no_torch_trace_debug_lines_in_a_failure_report():
 
 
 def test_a_quiet_run_still_shows_torchconforms_own_report_sections():
-    from torchconform.cli.cmd_run import _Shown
+    from torchconform.cli.run_child import _Shown
 
     shown = _Shown()
     lines = ["....F.s  [7/7]", "=================== FAILURES ===================", "E   AssertionError",

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from torchconform import refdev
 from torchconform.refdev import profiles
-from torchconform.skiplists.profile import GENERIC_MISSING_OP
+from torchconform.core.profile import GENERIC_MISSING_OP
 
 NEEDED = (
     "aten::convolution", "aten::convolution_backward", "aten::convolution_overrideable",

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from support import child_env
-from torchconform.db import queries
-from torchconform.db.store import open_store
+from torchconform.db import read_builds
+from torchconform.db.opening import open_store
 from torchconform.errors import UserError
 from torchconform.suites.sets import Step, load_set
 
@@ -85,13 +85,13 @@ def test_a_plan_step_not_run_leaves_the_build_incomplete(tmp_path):
         store.add_plan("b", [{"suite": "ops", "shards": 1}, {"suite": "models", "shards": 2}])
         store.finish_run(store.start_run("b", suite="ops"), 0)
         store.finish_run(store.start_run("b", suite="models", shard="0/2"), 0)
-        info = queries.build_info(store, "b")
+        info = read_builds.build_info(store, "b")
         assert info["complete"] is False and info["missing_runs"] == [{"suite": "models", "shard": "1/2"}]
-        assert {b["name"]: b for b in queries.list_builds(store)}["b"]["unfinished_runs"] == 1
+        assert {b["name"]: b for b in read_builds.list_builds(store)}["b"]["unfinished_runs"] == 1
         store.add_plan("b", [{"suite": "models", "shards": 2}] * 2)  # a shard records it again: no change
         assert [p["suite"] for p in store.build_row("b")["metadata"]["plan"]] == ["ops", "models"]
         store.finish_run(store.start_run("b", suite="models", shard="1/2"), 1)
-        assert queries.build_info(store, "b")["complete"] is True
+        assert read_builds.build_info(store, "b")["complete"] is True
 
 
 def test_suite_set_errors_are_one_line(tmp_path):

@@ -112,13 +112,13 @@ def test_pass_kinds_and_pass_rate_from_the_store(young):
     from torchconform.dashboard.build_data import BuildData, TestTable
     from torchconform.dashboard.per_build import merge_breakdowns
     from torchconform.dashboard.styles import pass_rate as site_pass_rate
-    from torchconform.db import queries
-    from torchconform.db.store import open_store
+    from torchconform.dashboard.reads import READS
+    from torchconform.db.opening import open_store
 
     store = open_store(f"sqlite:///{db}", create=False)
     assert gate_pass_rate(load_records(store, BUILD)) == pytest.approx(100 * 3 / 6)
-    data, _ = BuildData.read(store, queries, BUILD, TestTable.read(store, queries))
-    site = merge_breakdowns(BUILD, data.summary_by(queries, "suite").values())
+    data, _ = BuildData.read(store, READS, BUILD, TestTable.read(store, READS))
+    site = merge_breakdowns(BUILD, data.summary_by(READS, "suite").values())
     assert site["pass_kinds"] == stored["pass_kinds"] and site_pass_rate(site) == pass_rate(stored)
 
 

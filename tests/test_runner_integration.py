@@ -59,12 +59,12 @@ def test_pytest_inside_an_xdist_worker_still_records(tmp_path):
     assert [(o.outcome, o.test_id.split("::")[-1]) for o in outcomes] == [("pass", "test_not_listed")], \
         proc.stdout[-3000:]
     assert run["branch"] == "feature/nested" and run["commit"] == "0123abcd"
-    from torchconform.db import queries
-    from torchconform.db.store import open_store
+    from torchconform.db import read_builds
+    from torchconform.db.opening import open_store
 
     store = open_store(f"sqlite:///{db}", create=False)
     try:
-        info = queries.build_info(store, "nested")
+        info = read_builds.build_info(store, "nested")
         assert (info["branch"], info["commit"]) == ("feature/nested", "0123abcd")
         assert info["complete"] and info["runs"][0]["results"] == 1
     finally:

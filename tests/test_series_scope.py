@@ -1,9 +1,9 @@
 """A narrowed or strict run is a series of its own (issue 33, 4d): ``gate --baseline latest``
 of a whole run never takes a run of ``--ops``/``-k``/``--no-fallback`` as its baseline."""
 from torchconform.ci.pipeline import resolve_baseline
-from torchconform.db import queries
+from torchconform.db import read_builds
 from torchconform.db.series import baselines, series_of
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 
 
 def _row(name, scope="", complete=True):
@@ -40,7 +40,7 @@ def test_latest_in_the_store_follows_the_recorded_scope(tmp_path):
             store.ensure_build(name, **meta)
             run = store.start_run(name, suite="ops", selection="quick")
             store.finish_run(run, 0)
-        rows = {b["name"]: b for b in queries.list_builds(store, series=True)}
+        rows = {b["name"]: b for b in read_builds.list_builds(store, series=True)}
         assert rows["ops"]["series"]["scope"] == "ops=abs"
         assert "scope" not in rows["full2"]["series"]
         assert resolve_baseline(store, "full2", "latest") == "full1"

@@ -584,7 +584,7 @@ def nightly_site(tmp_path_factory):
     comes after every other: the pages must still read in id order)."""
     from torchconform.core.outcome import Outcome
     from torchconform.dashboard import build_site
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     root = tmp_path_factory.mktemp("nightly-site")
     with open_store(str(root / "store.db")) as store:

@@ -14,8 +14,9 @@ import site_files  # noqa: E402
 
 from torchconform.dashboard import build_site, charts  # noqa: E402
 from torchconform.dashboard.publish import github_pages, local  # noqa: E402
-from torchconform.db import queries  # noqa: E402
-from torchconform.db.store import open_store  # noqa: E402
+from torchconform.db import read_builds  # noqa: E402
+from torchconform.dashboard.reads import READS  # noqa: E402
+from torchconform.db.opening import open_store  # noqa: E402
 from torchconform.errors import UserError  # noqa: E402
 
 
@@ -35,7 +36,7 @@ def test_home_lists_latest_build_per_branch_with_breakdown(built):
     assert 'href="builds/b3/index.html"' in html and 'href="builds/other-1/index.html"' in html
     assert "branch release/2.13" in html
     with open_store(str(built["db"])) as store:
-        b3 = queries.summary(store, "b3")
+        b3 = read_builds.summary(store, "b3")
     # the summary the site shows is the store's summary of the build
     import json as _json
     manifest = _json.loads((built["out"] / ".torchconform-site").read_text())
@@ -234,7 +235,7 @@ class CountingQueries:
         self.calls = []
 
     def __getattr__(self, name):
-        fn = getattr(queries, name)
+        fn = getattr(READS, name)
 
         def call(*args, **kwargs):
             self.calls.append((name, args[1] if len(args) > 1 else None))

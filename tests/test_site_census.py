@@ -14,8 +14,9 @@ from torchconform.census.take import Census  # noqa: E402
 from torchconform.dashboard import build_site  # noqa: E402
 from torchconform.dashboard.build_data import BuildData, TestTable  # noqa: E402
 from torchconform.dashboard.pages import census as census_page  # noqa: E402
-from torchconform.db import queries  # noqa: E402
-from torchconform.db.store import open_store  # noqa: E402
+from torchconform.db import read_ops  # noqa: E402
+from torchconform.dashboard.reads import READS  # noqa: E402
+from torchconform.db.opening import open_store  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def test_every_operator_with_status_blocking_counts_and_history(built):
     assert rows["aten::linear"]["status"] == "composite" and rows["aten::fused"]["status"] == "autograd"
     # counts are the store's leaderboard (SQL path), full per-model sets included
     with open_store(str(built["db"])) as store:
-        board = {e["op"]: e for e in queries.missing_op_leaderboard(store, "b3")}
+        board = {e["op"]: e for e in impact.leaderboard(store, "b3")}
     for op, e in board.items():
         assert (rows[op]["tests blocked"], rows[op]["models blocked"]) == (e["tests"], e["models"])
     assert rows["aten::cumsum.out"]["models blocked"] == 2          # bert only through aten::cumsum
@@ -76,12 +77,12 @@ def test_leaderboard_and_models_page_use_the_full_blocking_sets(built):
 
 def test_array_leaderboard_with_a_census_equals_the_sql_one(built):
     with open_store(str(built["db"])) as store:
-        first = queries.first_missing_builds(store)
-        tests = TestTable.read(store, queries)
+        first = read_ops.first_missing_builds(store)
+        tests = TestTable.read(store, READS)
         for build in ("b2", "b3"):
-            data = BuildData.read(store, queries, build, tests)[0]
-            assert data.leaderboard(queries, first, queries.census_models(store, build)) == \
-                queries.missing_op_leaderboard(store, build)
+            data = BuildData.read(store, READS, build, tests)[0]
+            assert data.leaderboard(READS, first, impact.census_models(store, build)) == \
+                impact.leaderboard(store, build)
 
 
 def test_everything_from_the_store_is_escaped(built):

@@ -14,35 +14,38 @@ from torchconform.dashboard.build_data import BuildData, TestTable
 from torchconform.dashboard.pages import matrix
 from torchconform.dashboard.styles import BY_KEY
 from torchconform.dashboard.tables import Table, write_downloads
-from torchconform.db import queries
+from torchconform.census import impact
+from torchconform.db import read_builds, read_changes, read_ops, read_rows
+from torchconform.dashboard.reads import READS
+from torchconform.db.columns import TEST_COLUMNS
 
 
 def _read(store, name, tests=None):
-    tests = tests or TestTable.read(store, queries)
-    return BuildData.read(store, queries, name, tests)[0]
+    tests = tests or TestTable.read(store, READS)
+    return BuildData.read(store, READS, name, tests)[0]
 
 
 def test_array_aggregates_equal_the_sql_queries(store):
     two_builds(store)   # b2 has a rerun that supersedes, a model-zoo row, a new and a missing test
-    first = queries.first_missing_builds(store)
-    tests = TestTable.read(store, queries)
+    first = read_ops.first_missing_builds(store)
+    tests = TestTable.read(store, READS)
     data = {}
     for build in ("b1", "b2"):
         d = data[build] = _read(store, build, tests)
         for by in ("suite", "file"):
-            assert d.summary_by(queries, by) == queries.summary_by(store, build, by)
-        assert d.leaderboard(queries, first) == queries.missing_op_leaderboard(store, build)
+            assert d.summary_by(READS, by) == read_builds.summary_by(store, build, by)
+        assert d.leaderboard(READS, first) == impact.leaderboard(store, build)
         cells, numbers = d.matrix_numbers()
-        sql = queries.op_matrix(store, build, exclude_suites=("models",))
+        sql = read_builds.op_matrix(store, build, exclude_suites=("models",))
         assert cells == [(c["op"], c["variant"], c["dtype"]) for c in sql]
         expected = [[*(c["outcomes"].get(o, 0) for o in matrix.OUTCOMES),
                      *(c["backend_skip_kinds"].get(k, 0) for k in matrix.BACKEND_SKIP_KINDS)] for c in sql]
         assert numbers.tolist() == expected
-    got = build_data.diff(queries, data["b1"], data["b2"])
-    assert got == queries.diff(store, "b1", "b2")
+    got = build_data.diff(READS, data["b1"], data["b2"])
+    assert got == read_changes.diff(store, "b1", "b2")
     assert got["regressions"] and got["new_tests"] and got["missing_tests"] and got["new_missing_ops"]
     # and backwards: tests only in the old build become new ones
-    assert build_data.diff(queries, data["b2"], data["b1"]) == queries.diff(store, "b2", "b1")
+    assert build_data.diff(READS, data["b2"], data["b1"]) == read_changes.diff(store, "b2", "b1")
 
 
 def test_latest_rows_without_reruns_skips_the_latest_subquery_with_the_same_rows(store):
@@ -50,33 +53,33 @@ def test_latest_rows_without_reruns_skips_the_latest_subquery_with_the_same_rows
     run = store_build(store, "rerun", [O(f"t::{i}", "fail", op="add") for i in range(5)])
     store.add_outcomes(run, [O("t::3", "pass", op="add", attempt=2)])
     cols = ("test_id", "outcome", "attempt")
-    assert sorted(tuple(r) for r in queries.latest_rows(store, "plain", cols)) == \
+    assert sorted(tuple(r) for r in read_rows.latest_rows(store, "plain", cols)) == \
         [(f"t::{i}", "pass", 1) for i in range(5)]
-    assert sorted(tuple(r) for r in queries.latest_rows(store, "rerun", cols)) == \
+    assert sorted(tuple(r) for r in read_rows.latest_rows(store, "rerun", cols)) == \
         [(f"t::{i}", "pass" if i == 3 else "fail", 2 if i == 3 else 1) for i in range(5)]
-    assert [tuple(r) for r in queries.latest_rows(store, "rerun", cols, order=True)] == \
-        sorted(tuple(r) for r in queries.latest_rows(store, "rerun", cols))
+    assert [tuple(r) for r in read_rows.latest_rows(store, "rerun", cols, order=True)] == \
+        sorted(tuple(r) for r in read_rows.latest_rows(store, "rerun", cols))
 
 
 def test_plain_rows_are_the_row_objects_values(store):
     two_builds(store)
-    columns = tuple(queries.ROW_COLUMNS)   # every column, float duration included
+    columns = tuple(read_rows.ROW_COLUMNS)   # every column, float duration included
     for build in ("b1", "b2"):
-        rows = [tuple(r) for r in queries.latest_rows(store, build, columns, order=True)]
-        plain = list(queries.latest_rows(store, build, columns, order=True, plain=True))
+        rows = [tuple(r) for r in read_rows.latest_rows(store, build, columns, order=True)]
+        plain = list(read_rows.latest_rows(store, build, columns, order=True, plain=True))
         assert plain == rows and all(type(r) is tuple for r in plain)
         assert [tuple(map(type, r)) for r in plain] == [tuple(map(type, r)) for r in rows]
-    every = sorted(queries.stored_tests(store))
-    assert every and all(type(r) is tuple and len(r) == 1 + len(queries.TEST_COLUMNS) for r in every)
-    assert {r[1] for r in every} >= {r[0] for r in queries.latest_rows(store, "b2", ("test_id",))}
+    every = sorted(read_rows.stored_tests(store))
+    assert every and all(type(r) is tuple and len(r) == 1 + len(TEST_COLUMNS) for r in every)
+    assert {r[1] for r in every} >= {r[0] for r in read_rows.latest_rows(store, "b2", ("test_id",))}
 
 
 def test_test_table_is_read_again_for_tests_stored_later(store):
     store_build(store, "b1", [O("t::a", "pass", op="add", variant="forward", dtype="float32")])
-    tests = TestTable.read(store, queries)
+    tests = TestTable.read(store, READS)
     store_build(store, "b2", [O("t::a", "pass", op="add", variant="forward", dtype="float32"),
                               O("t::b", "fail", op="mul", variant="forward", dtype="float32")])
-    data, newer = BuildData.read(store, queries, "b2", tests)
+    data, newer = BuildData.read(store, READS, "b2", tests)
     assert newer is not tests and newer.knows(data.pk) and not tests.knows(data.pk)
     assert data.matrix_numbers()[0] == [("add", "forward", "float32"), ("mul", "forward", "float32")]
 
@@ -179,13 +182,13 @@ def test_test_table_with_holes_and_any_order():
 
 def test_flaky_query_only_for_builds_with_several_results_of_a_test(tmp_path):
     from torchconform.dashboard import build_site
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     calls = []
 
     class Counting:
         def __getattr__(self, name):
-            fn = getattr(queries, name)
+            fn = getattr(READS, name)
             if name == "flaky_tests":
                 return lambda store, build=None, **kw: calls.append(build) or fn(store, build, **kw)
             return fn

@@ -9,7 +9,7 @@ import pytest
 from torchconform.core.outcome import Outcome
 from torchconform.core.traitnotes import not_measurable, trait_note
 from torchconform.dashboard import build_site, distributed
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 
 FILE = "suites/distributed/test_distributed.py"
 XSS_MESSAGE = 'AssertionError: rank 1 <script>alert("dist")</script> & more'

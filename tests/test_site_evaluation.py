@@ -7,7 +7,7 @@ import pytest
 from torchconform.core.notes import parse_timing_note, timing_note
 from torchconform.core.outcome import Outcome
 from torchconform.core.traitnotes import trait_note
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 
 EVIL = "py/<b>evil</b>.py::m"
 

@@ -14,8 +14,8 @@ from torchconform.ci.pipeline import gate_build
 from torchconform.core.clusters import Failure, cluster, load_categories, order, signature
 from torchconform.core.outcome import Outcome
 from torchconform.dashboard import build_site
-from torchconform.dashboard.pages.search import read_data_file
-from torchconform.db.store import open_store
+from torchconform.dashboard.render import read_data_file
+from torchconform.db.opening import open_store
 from torchconform.errors import UserError
 
 CLOSE = "AssertionError: Tensor-likes are not close! Mismatched elements: {} / {} ({}%)"

@@ -18,8 +18,8 @@ import site_data  # noqa: E402
 import site_files  # noqa: E402
 
 from torchconform.dashboard import build_site, retention  # noqa: E402
-from torchconform.db import queries  # noqa: E402
-from torchconform.db.store import open_store  # noqa: E402
+from torchconform.dashboard.reads import READS  # noqa: E402
+from torchconform.db.opening import open_store  # noqa: E402
 from torchconform.errors import UserError  # noqa: E402
 
 _STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
@@ -92,7 +92,7 @@ class Counting:
         self.read = []
 
     def __getattr__(self, name):
-        fn = getattr(queries, name)
+        fn = getattr(READS, name)
         if name != "latest_rows":
             return fn
         return lambda store, build, *a, **kw: self.read.append(build) or fn(store, build, *a, **kw)

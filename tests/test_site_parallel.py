@@ -10,7 +10,7 @@ import site_data  # noqa: E402
 
 from torchconform.dashboard import build_site, parallel  # noqa: E402
 from torchconform.dashboard.tables import _csv_cell, _csv_rows  # noqa: E402
-from torchconform.db.store import open_store  # noqa: E402
+from torchconform.db.opening import open_store  # noqa: E402
 
 _STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
 

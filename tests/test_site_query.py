@@ -185,7 +185,7 @@ def add_build(store, name: str, commit: str, outcomes) -> None:
 
 
 def test_attrs_survive_reuse_and_a_new_build(fixture_site, tmp_path):
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     out = tmp_path / "out"
     shutil.copytree(fixture_site["out"], out)
@@ -205,7 +205,7 @@ def test_attrs_survive_reuse_and_a_new_build(fixture_site, tmp_path):
 
 def test_the_test_index_is_rewritten_only_when_its_numbering_changes(fixture_site, tmp_path):
     from torchconform.dashboard import positions
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     out = tmp_path / "out"
     shutil.copytree(fixture_site["out"], out)

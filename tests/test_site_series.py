@@ -15,9 +15,9 @@ import site_data  # noqa: E402
 from torchconform.ci.pipeline import gate_build, resolve_baseline  # noqa: E402
 from torchconform.dashboard import charts  # noqa: E402
 from torchconform.dashboard.render import slugify  # noqa: E402
-from torchconform.db import queries  # noqa: E402
+from torchconform.db import read_builds  # noqa: E402
 from torchconform.db.series import Series, baselines, suite_set  # noqa: E402
-from torchconform.db.store import open_store  # noqa: E402
+from torchconform.db.opening import open_store  # noqa: E402
 from torchconform.errors import UserError  # noqa: E402
 
 MAIN, NPU, FOREIGN = site_data.SERIES_MAIN, site_data.SERIES_NPU, site_data.SERIES_FOREIGN
@@ -54,7 +54,7 @@ def columns(section):
 
 def test_series_rows_name_device_profile_branch_and_suite_set(built):
     with open_store(str(built["db"])) as store:
-        rows = {r["name"]: r for r in queries.list_builds(store, series=True)}
+        rows = {r["name"]: r for r in read_builds.list_builds(store, series=True)}
     main = {"device": "refdev", "profile": "young-backend", "branch": "main", "suite_set": "ops"}
     assert [rows[n]["series"] for n in MAIN] == [main] * 3
     # the ingest shares device, profile and branch (its JUnit says so); its suite set differs
@@ -106,7 +106,7 @@ def test_gate_latest_picks_the_previous_build_of_the_series(built):
         assert resolve_baseline(store, FOREIGN, "latest") is None
         assert resolve_baseline(store, NPU[1], "latest") == NPU[0]
         # the site's baselines are the gate's, build by build
-        site = baselines(queries.list_builds(store, series=True))
+        site = baselines(read_builds.list_builds(store, series=True))
         assert {n: resolve_baseline(store, n, "latest") for n, _ in site_data.SERIES_CREATED} == site
         run = gate_build(store, MAIN[2], baseline="latest", reruns=0)
         assert run.baseline == MAIN[1]

@@ -10,8 +10,8 @@ import sys
 import pytest
 from support import child_env
 
-from torchconform.db import queries
-from torchconform.db.store import open_store
+from torchconform.db import read_rows
+from torchconform.db.opening import open_store
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -79,7 +79,7 @@ def world(tmp_path_factory):
     assert bare.returncode == 1, bare.stdout[-3000:]
     store = open_store(db)
     try:
-        outcomes = {name: {o.name: o for o in queries.iter_outcomes(store, name)} for name in ("with-list", "bare")}
+        outcomes = {name: {o.name: o for o in read_rows.iter_outcomes(store, name)} for name in ("with-list", "bare")}
     finally:
         store.close()
     return {"tmp": tmp, "list": str(listing), "db": db, "outcomes": outcomes}

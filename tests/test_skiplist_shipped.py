@@ -13,8 +13,8 @@ import sys
 import pytest
 from support import child_env
 
-from torchconform.db import queries
-from torchconform.db.store import open_store
+from torchconform.db import read_rows
+from torchconform.db.opening import open_store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = os.path.join(ROOT, "skiplists", "refdev", "young-backend.yaml")
@@ -74,7 +74,7 @@ def test_known_failures_become_skiplist_skips_and_stale_entries_are_pruned(injec
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-2000:]
     store = open_store(db)
     try:
-        got = {(o.variant, o.dtype): o for o in queries.iter_outcomes(store, "ln")}
+        got = {(o.variant, o.dtype): o for o in read_rows.iter_outcomes(store, "ln")}
     finally:
         store.close()
     o = got[("compare_cpu", "float64")]

@@ -14,9 +14,9 @@ import pytest
 
 from pg import db_url, pg_server  # noqa: F401  (fixtures)
 from torchconform.core.outcome import Outcome
-from torchconform.db import migrate, queries, values
+from torchconform.db import migrate, read_builds, read_changes, read_rows, values
 from torchconform.db.models import HEAD_REVISION
-from torchconform.db.store import make_engine, open_store
+from torchconform.db.opening import make_engine, open_store
 from torchconform.errors import UserError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "store"
@@ -48,7 +48,7 @@ def test_a_store_written_at_0007_upgrades_in_place_and_answers_as_0007_did(tmp_p
         # and it goes on taking results: ids continue, values are found again
         run = store.start_run("nightly-3", suite="ops")
         store.add_outcomes(run, [Outcome("t::new", "pass", suite="ops", device="refdev:0", duration=0.5)])
-        assert queries.test_history(store, "t::new")[0]["duration"] == 0.5
+        assert read_changes.test_history(store, "t::new")[0]["duration"] == 0.5
     want = encoding.golden()
     assert _differences(got, want) == []
     with sqlite3.connect(db) as conn:
@@ -86,7 +86,7 @@ def test_downgrade_and_upgrade_again_keep_every_answer(db_url):
         assert encoding.answers(store) == before
         run = store.start_run("nightly-0", suite="ops")   # the id sequences continue past the copies
         store.add_outcomes(run, [Outcome("t::later", "fail", message="boom")])
-        assert queries.test_history(store, "t::later")[0]["message"] == "boom"
+        assert read_changes.test_history(store, "t::later")[0]["message"] == "boom"
 
 
 def test_builds_that_say_the_same_share_values(db_url):
@@ -100,7 +100,7 @@ def test_builds_that_say_the_same_share_values(db_url):
             n_values = conn.exec_driver_sql("SELECT count(*) FROM result_values").scalar_one()
             pairs = conn.exec_driver_sql("SELECT count(*) FROM build_values").scalar_one()
         assert n_values == 2 and pairs == 4
-        assert queries.summary(store, "b")["outcomes"]["fail"] == 25
+        assert read_builds.summary(store, "b")["outcomes"]["fail"] == 25
 
 
 def test_values_whose_digests_collide_stay_apart(tmp_path, monkeypatch):
@@ -116,7 +116,7 @@ def test_values_whose_digests_collide_stay_apart(tmp_path, monkeypatch):
         store2 = open_store(str(tmp_path / "c.db"))
         run2 = store2.start_run("b")
         store2.add_outcomes(run2, [Outcome("t::4", "fail", message="y")])
-        got = {o.test_id: (o.outcome, o.message) for o in queries.iter_outcomes(store2, "b")}
+        got = {o.test_id: (o.outcome, o.message) for o in read_rows.iter_outcomes(store2, "b")}
         store2.close()
     assert got == {"t::1": ("pass", ""), "t::2": ("fail", "x"), "t::3": ("fail", "y"), "t::4": ("fail", "y")}
     with sqlite3.connect(tmp_path / "c.db") as conn:
@@ -128,5 +128,5 @@ def test_durations_are_kept_to_the_microsecond(tmp_path):
         store.ensure_build("b")
         run = store.start_run("b")
         store.add_outcomes(run, [Outcome("t::a", "pass", duration=1.2345678), Outcome("t::b", "pass", duration=0.0)])
-        got = {o.test_id: o.duration for o in queries.iter_outcomes(store, "b")}
+        got = {o.test_id: o.duration for o in read_rows.iter_outcomes(store, "b")}
     assert got == {"t::a": 1.234568, "t::b": 0.0}

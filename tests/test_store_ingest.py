@@ -11,9 +11,9 @@ from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from torchconform.core.breakdown import breakdown
 from torchconform.core.outcome import Outcome
 from torchconform.db.junit.write import write_junit
-from torchconform.db import queries
+from torchconform.db import read_builds, read_rows
 from torchconform.db.ingest import ingest
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 from torchconform.errors import UserError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,7 +77,7 @@ def pytest_junit(tmp_path_factory):
 def test_foreign_pytest_junit_is_classified_by_the_one_classifier(store, pytest_junit):
     result = ingest(store, [pytest_junit], "pytest-run")
     assert result["outcomes"] == 11
-    got = {o.name: o for o in queries.iter_outcomes(store, "pytest-run")}
+    got = {o.name: o for o in read_rows.iter_outcomes(store, "pytest-run")}
     kinds = {name: (o.outcome, o.kind) for name, o in got.items()}
     assert kinds == {
         "test_passes": ("pass", ""),
@@ -97,7 +97,7 @@ def test_foreign_pytest_junit_is_classified_by_the_one_classifier(store, pytest_
     assert got["test_skiplisted"].skiplist_entry == "refdev-numerics-7"
     assert got["test_fails"].message.startswith("assert [1, 2] == [1, 3]")
     assert got["test_passes"].test_id.endswith("sample_suite::test_passes")
-    assert queries.summary(store, "pytest-run")["missing_ops"] == [{"op": "aten::_foreach_add.List", "tests": 1}]
+    assert read_builds.summary(store, "pytest-run")["missing_ops"] == [{"op": "aten::_foreach_add.List", "tests": 1}]
 
 
 def test_runner_junit_properties_are_taken_as_they_are(store, tmp_path):
@@ -106,11 +106,11 @@ def test_runner_junit_properties_are_taken_as_they_are(store, tmp_path):
     write_junit(str(path), {"build": "b", "suite": "ops", "device": "refdev", "profile": "young-backend",
                             "torch_version": "2.13.0"}, outcomes)
     ingest(store, [str(path)], "runner")
-    back = sorted(queries.iter_outcomes(store, "runner"), key=lambda o: o.test_id)
+    back = sorted(read_rows.iter_outcomes(store, "runner"), key=lambda o: o.test_id)
     want = sorted(outcomes, key=lambda o: o.test_id)
     # JUnit keeps durations to the millisecond; everything else must survive exactly.
     assert [(o.to_dict() | {"duration": round(o.duration, 3)}) for o in back] == [o.to_dict() for o in want]
-    build = queries.list_builds(store)[0]
+    build = read_builds.list_builds(store)[0]
     assert (build["torch_version"], build["device"], build["profile"]) == ("2.13.0", "refdev", "young-backend")
 
 
@@ -129,9 +129,9 @@ def test_export_formats_round_trip(store, tmp_path, fmt):
     want = sorted(outcomes, key=lambda o: o.test_id)
     if fmt == "junit":
         ingest(store, [str(path)], "copy")
-        back = list(queries.iter_outcomes(store, "copy"))
+        back = list(read_rows.iter_outcomes(store, "copy"))
         assert [o.to_dict() for o in back] == [o.to_dict() for o in want]
-        assert queries.summary(store, "copy") == breakdown("copy", outcomes)
+        assert read_builds.summary(store, "copy") == breakdown("copy", outcomes)
     elif fmt == "json":
         data = json.loads(path.read_text())
         assert data["build"]["name"] == "src" and data["build"]["branch"] == "main"
@@ -154,10 +154,10 @@ def test_truncated_xml_names_file_and_line_and_stores_nothing(store, tmp_path):
         ingest(store, [str(good), str(bad)], "partial")
     line = int(str(info.value).split("bad.xml:")[1].split(":")[0])
     assert line > 1
-    assert queries.list_builds(store) == []
+    assert read_builds.list_builds(store) == []
     # The same store object is still usable: nothing of the rolled-back ingest lingers.
     ingest(store, [str(good)], "partial")
-    assert queries.summary(store, "partial") == breakdown("partial", runner_outcomes())
+    assert read_builds.summary(store, "partial") == breakdown("partial", runner_outcomes())
 
 
 def test_not_junit_and_missing_files(store, tmp_path):
@@ -167,7 +167,7 @@ def test_not_junit_and_missing_files(store, tmp_path):
         ingest(store, [str(other)], "x")
     with pytest.raises(UserError, match="no such file"):
         ingest(store, [str(tmp_path / "nope.xml")], "x")
-    assert queries.list_builds(store) == []
+    assert read_builds.list_builds(store) == []
 
 
 def test_cli_ingest_summary_builds_export(tmp_path, pytest_junit, tc):
@@ -182,8 +182,8 @@ def test_cli_ingest_summary_builds_export(tmp_path, pytest_junit, tc):
     data = json.loads(summ.stdout)
     assert data["total"] == 11 and data["outcomes"]["skip_backend"] == 2
     with open_store(db) as store:
-        assert data == queries.summary(store, "b1")
-        assert list(queries.summary_by(store, "b1", "suite")) == ["sample"]
+        assert data == read_builds.summary(store, "b1")
+        assert list(read_builds.summary_by(store, "b1", "suite")) == ["sample"]
     text = tc("summary", "--build", "b1", "--db", db).stdout
     assert "build b1: 11 outcomes" in text and "aten::_foreach_add.List" in text
     appended = tc("ingest", pytest_junit, "--build", "b1", "--append", "--db", db)
@@ -209,7 +209,7 @@ def test_cli_bad_xml_exit_2(tmp_path):
     assert r.returncode == 2
     assert "trunc.xml:4: malformed or truncated XML" in r.stderr and r.stderr.count("\n") == 1
     with open_store(db) as store:
-        assert queries.list_builds(store) == []
+        assert read_builds.list_builds(store) == []
 
 
 def test_unittest_xml_report_like_pytorch_ci(tmp_path):
@@ -217,9 +217,9 @@ def test_unittest_xml_report_like_pytorch_ci(tmp_path):
     path = os.path.join(HERE, "fixtures", "store", "unittest_xml_report.xml")
     with open_store(str(tmp_path / "ci.db")) as store:
         ingest(store, [path], "pytorch-ci")
-        outcomes_by_name = {o.name: o for o in queries.iter_outcomes(store, "pytorch-ci")}
+        outcomes_by_name = {o.name: o for o in read_rows.iter_outcomes(store, "pytorch-ci")}
         got = {name: (o.outcome, o.kind, o.missing_op) for name, o in outcomes_by_name.items()}
-        by_suite = queries.summary_by(store, "pytorch-ci", "suite")
+        by_suite = read_builds.summary_by(store, "pytorch-ci", "suite")
     assert got == {
         "test_add_privateuse1_float32": ("pass", "", ""),
         "test_pow_privateuse1_float32": ("skip_backend", "missing_op", "aten::pow.Tensor_Tensor_out"),

@@ -12,7 +12,7 @@ from torchconform.core.outcome import Outcome
 from torchconform.db.junit.write import decode_tc, encode_tc, suite_defaults, write_junit
 from torchconform.db import ingest as ingest_module
 from torchconform.db.junit import parse as junit_parse
-from torchconform.db import queries
+from torchconform.db import read_builds, read_rows
 from torchconform.db.ingest import ingest, parse_junit
 from torchconform.errors import UserError
 
@@ -109,7 +109,7 @@ def test_undecodable_bytes_in_a_message_are_written_as_replacement_characters(st
     assert back.message == o.message
     run = store.start_run(store.ensure_build("b") and "b")
     store.add_outcomes(run, [o])
-    assert [x.message for x in queries.iter_outcomes(store, "b")] == [o.message]
+    assert [x.message for x in read_rows.iter_outcomes(store, "b")] == [o.message]
 
 
 def test_a_failed_junit_write_leaves_the_previous_file_and_no_temporary(tmp_path, monkeypatch):
@@ -221,14 +221,14 @@ def test_pipeline_stores_what_parsing_here_stores(store, tmp_path, pipeline, mon
     assert result == {"build": "piped", "files": 2, "outcomes": len(outcomes)}
     monkeypatch.setattr(ingest_module, "PIPELINE_MIN_BYTES", 1 << 40)
     ingest(store, [str(a), str(b)], "here")
-    piped = {o.test_id: _comparable(o) for o in queries.iter_outcomes(store, "piped")}
-    here = {o.test_id: _comparable(o) for o in queries.iter_outcomes(store, "here")}
+    piped = {o.test_id: _comparable(o) for o in read_rows.iter_outcomes(store, "piped")}
+    here = {o.test_id: _comparable(o) for o in read_rows.iter_outcomes(store, "here")}
     assert piped == here and len(piped) == len(outcomes)
     # and both are what was written, repro commands included (stored as the run's template)
     written = {o.test_id: _comparable(o) for o in outcomes}
     written["test/test_ops.py::TestCommonREFDEV::test_ansi"]["message"] = "AssertionError: \ufffd[31mred\ufffd[0m <b>&\"x\""
     assert here == written
-    assert queries.build_info(store, "piped")["torch_version"] == "2.13.0"
+    assert read_builds.build_info(store, "piped")["torch_version"] == "2.13.0"
     assert multiprocessing.active_children() == []
 
 
@@ -243,17 +243,17 @@ def test_pipeline_bad_input_is_one_user_error_and_stores_nothing(store, tmp_path
     badtc.write_text(good.read_text().replace('tc="op=add"', 'tc="op=add;variant"', 1))
     with pytest.raises(UserError, match="malformed tc value"):
         ingest(store, [str(badtc)], "bad")
-    assert queries.list_builds(store) == []
+    assert read_builds.list_builds(store) == []
     # an error on the storing side (the build exists) stops the parsing process too
     ingest(store, [str(good)], "once")
     with pytest.raises(UserError, match="already exists"):
         ingest(store, [str(good)], "once")
     assert multiprocessing.active_children() == []
-    assert len(list(queries.iter_outcomes(store, "once"))) == len(tricky_outcomes())
+    assert len(list(read_rows.iter_outcomes(store, "once"))) == len(tricky_outcomes())
 
 
 def test_bulk_write_restores_the_connection_settings(tmp_path):
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     with open_store(str(tmp_path / "s.db")) as st:
         with st.write(bulk=True) as conn:
@@ -311,5 +311,5 @@ def test_a_killed_parsing_process_is_one_user_error_and_stores_nothing(store, tm
     monkeypatch.setattr(ingest_module, "parsed_here", parse_then_die)
     with pytest.raises(UserError, match=r"parsing process died \(killed by signal 9\).*nothing was stored"):
         ingest(store, [str(path)], "killed")
-    assert queries.list_builds(store) == []
+    assert read_builds.list_builds(store) == []
     assert multiprocessing.active_children() == []

@@ -8,7 +8,7 @@ from test_store_queries import O, every_kind, store_build
 from torchconform.ci.gate import index
 from torchconform.ci.records import value_of
 from torchconform.ci.pipeline import load_records
-from torchconform.db import queries
+from torchconform.db import read_builds, read_rows
 from torchconform.db.ingest import JunitReader, ingest
 from torchconform.errors import UserError
 
@@ -32,25 +32,25 @@ def two_builds(store):
 
 def test_latest_rows_columns_latest_order_and_errors(store):
     two_builds(store)
-    rows = list(queries.latest_rows(store, "b2", ("test_id", "outcome", "attempt"), order=True))
+    rows = list(read_rows.latest_rows(store, "b2", ("test_id", "outcome", "attempt"), order=True))
     ids = [r.test_id for r in rows]
     assert ids == sorted(ids) and len(ids) == len(set(ids))
     by_id = {r.test_id: r for r in rows}
     assert (by_id["t::mul_f32"].outcome, by_id["t::mul_f32"].attempt) == ("pass", 2)
     assert "t::gone" not in by_id
     # only result columns: no tests join, same rows
-    assert len(list(queries.latest_rows(store, "b2", ("test_pk", "outcome")))) == len(rows)
+    assert len(list(read_rows.latest_rows(store, "b2", ("test_pk", "outcome")))) == len(rows)
     with pytest.raises(UserError, match="unknown build"):
-        queries.latest_rows(store, "nope")          # raises on the call, not on first next()
+        read_rows.latest_rows(store, "nope")          # raises on the call, not on first next()
     with pytest.raises(ValueError, match="unknown columns"):
-        queries.latest_rows(store, "b2", ("bogus",))
+        read_rows.latest_rows(store, "b2", ("bogus",))
 
 
 def test_gate_records_equal_the_outcome_path(store):
     two_builds(store)
     for build in ("b1", "b2"):
         fast = load_records(store, build)
-        slow = index(queries.iter_outcomes(store, build))
+        slow = index(read_rows.iter_outcomes(store, build))
         assert dict(fast) == slow and sorted(fast) == sorted(slow)
         # grouped by what they say: one value per distinct (outcome, kind, ..., message)
         assert {fast.value(t) for t in fast} == {value_of(r) for r in slow.values()}
@@ -61,17 +61,17 @@ def test_gate_records_equal_the_outcome_path(store):
 
 def test_op_matrix_can_leave_the_model_zoo_out(store):
     two_builds(store)
-    every = {r["op"] for r in queries.op_matrix(store, "b2")}
-    ops_only = {r["op"] for r in queries.op_matrix(store, "b2", exclude_suites=("models",))}
+    every = {r["op"] for r in read_builds.op_matrix(store, "b2")}
+    ops_only = {r["op"] for r in read_builds.op_matrix(store, "b2", exclude_suites=("models",))}
     assert "hf/bert" in every and "hf/bert" not in ops_only and ops_only == every - {"hf/bert"}
 
 
 def _stored_ids(store, build):
-    return {r.test_pk: r.test_id for r in queries.latest_rows(store, build, ("test_pk", "test_id"))}
+    return {r.test_pk: r.test_id for r in read_rows.latest_rows(store, build, ("test_pk", "test_id"))}
 
 
 def test_new_test_ids_are_right_whether_all_new_some_known_or_all_known(store):
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     store_build(store, "a", [O(f"t::{i}", "pass") for i in range(50)])
     # half known, half new: the shortcut must not apply
@@ -83,7 +83,7 @@ def test_new_test_ids_are_right_whether_all_new_some_known_or_all_known(store):
     finally:
         other.close()
     for build, expected in (("a", 50), ("b", 50), ("c", 31)):
-        rows = list(queries.latest_rows(store, build, ("test_pk", "test_id", "outcome")))
+        rows = list(read_rows.latest_rows(store, build, ("test_pk", "test_id", "outcome")))
         assert len(rows) == expected
     # test_pk -> test_id agrees with the tests table for every stored result
     from sqlalchemy import select
@@ -93,7 +93,7 @@ def test_new_test_ids_are_right_whether_all_new_some_known_or_all_known(store):
                              .select_from(results.join(tests, tests.c.id == results.c.test_pk))).all()
         n_tests = conn.execute(select(tests.c.id)).all()
     assert len({tid for _, tid in pairs}) == len(n_tests) == 105
-    b = {tid: r.outcome for r in queries.latest_rows(store, "b", ("test_id", "outcome")) for tid in [r.test_id]}
+    b = {tid: r.outcome for r in read_rows.latest_rows(store, "b", ("test_id", "outcome")) for tid in [r.test_id]}
     assert b["t::30"] == "fail" and b["t::74"] == "fail" and "t::0" not in b
     assert _stored_ids(store, "a").keys() & _stored_ids(store, "b").keys()   # shared tests share ids
 
@@ -137,7 +137,7 @@ def test_latest_rows_by_id_range_reads_only_the_builds_rows(store, monkeypatch):
     cols = ("test_id", "outcome", "message", "missing_op")
 
     def read(build):
-        return sorted(tuple(r) for r in queries.latest_rows(store, build, cols))
+        return sorted(tuple(r) for r in read_rows.latest_rows(store, build, cols))
 
     expect = {"a": [(f"t::x{i}", "pass", "", "") for i in range(40)],
               "b": [(f"t::x{i}", "fail" if i % 3 else "pass", f"m{i}", "") for i in range(40)],
@@ -145,7 +145,7 @@ def test_latest_rows_by_id_range_reads_only_the_builds_rows(store, monkeypatch):
     for name in "abc":
         assert read(name) == sorted(expect[name])
     # the same with the range path off (a span factor no build meets): nothing changes
-    monkeypatch.setattr(queries, "DENSE_SPAN", 0)
+    monkeypatch.setattr(read_rows, "DENSE_SPAN", 0)
     for name in "abc":
         assert read(name) == sorted(expect[name])
 
@@ -154,12 +154,12 @@ def test_plain_rows_join_what_results_say_in_python_and_equal_the_sql_join(store
     two_builds(store)
     cols = ("test_id", "outcome", "kind", "missing_op", "fallback_ops", "message", "stored_repro", "duration")
     for build in ("b1", "b2"):
-        joined = [tuple(r) for r in queries.latest_rows(store, build, cols, order=True)]
-        assert list(queries.latest_rows(store, build, cols, order=True, plain=True)) == joined
-        assert [r[0] for r in queries.latest_rows(store, build, ("outcome",), plain=True)] == \
-            [r.outcome for r in queries.latest_rows(store, build, ("outcome",))]
+        joined = [tuple(r) for r in read_rows.latest_rows(store, build, cols, order=True)]
+        assert list(read_rows.latest_rows(store, build, cols, order=True, plain=True)) == joined
+        assert [r[0] for r in read_rows.latest_rows(store, build, ("outcome",), plain=True)] == \
+            [r.outcome for r in read_rows.latest_rows(store, build, ("outcome",))]
     # build_values read before a writer stored a new value: the value is still found
     with store.write() as conn:
         conn.exec_driver_sql("DELETE FROM build_values")
-    assert list(queries.latest_rows(store, "b2", cols, order=True, plain=True)) == \
-        [tuple(r) for r in queries.latest_rows(store, "b2", cols, order=True)]
+    assert list(read_rows.latest_rows(store, "b2", cols, order=True, plain=True)) == \
+        [tuple(r) for r in read_rows.latest_rows(store, "b2", cols, order=True)]

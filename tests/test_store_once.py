@@ -4,7 +4,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from torchconform.core.outcome import FAIL, PASS, Outcome
 from torchconform.db import once
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 
 
 def _outcome(name, outcome=PASS, message=""):

@@ -6,8 +6,9 @@ import pytest
 from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from torchconform.core.breakdown import breakdown
 from torchconform.core.outcome import Outcome
-from torchconform.db import queries
-from torchconform.db.store import open_store
+from torchconform.census import impact
+from torchconform.db import read_builds, read_changes, read_rows
+from torchconform.db.opening import open_store
 from torchconform.errors import UserError
 
 
@@ -51,7 +52,7 @@ def store_build(store, name, outcomes, suite="ops", finish=True, **meta):
 def test_summary_is_the_seed_breakdown_of_what_was_stored(store):
     outcomes = every_kind()
     store_build(store, "b1", outcomes)
-    got = queries.summary(store, "b1")
+    got = read_builds.summary(store, "b1")
     assert got == breakdown("b1", outcomes)
     assert got["missing_ops"][0] == {"op": "aten::cat.out", "tests": 2}
     json.dumps(got)
@@ -61,9 +62,9 @@ def test_iter_outcomes_round_trips_every_field(store):
     outcomes = every_kind()
     store_build(store, "b1", outcomes[:7])
     # A second batch of the same run: batches append.
-    run = queries.build_info(store, "b1")["runs"][0]["id"]
+    run = read_builds.build_info(store, "b1")["runs"][0]["id"]
     store.add_outcomes(run, outcomes[7:])
-    back = sorted(queries.iter_outcomes(store, "b1"), key=lambda o: o.test_id)
+    back = sorted(read_rows.iter_outcomes(store, "b1"), key=lambda o: o.test_id)
     assert back == sorted(outcomes, key=lambda o: o.test_id)
 
 
@@ -77,10 +78,10 @@ def test_repro_commands_are_stored_once_per_run_as_a_template(store):
                  O("t::{op}", "pass", op="{id}", repro=repro("t::{op}", "{id}"))]  # placeholders in the values
     run = store_build(store, "b1", outcomes[:4])
     store.add_outcomes(run, outcomes[4:])
-    back = {o.test_id: o.repro for o in queries.iter_outcomes(store, "b1")}
+    back = {o.test_id: o.repro for o in read_rows.iter_outcomes(store, "b1")}
     assert back == {o.test_id: o.repro for o in outcomes}
-    assert queries.test_history(store, "t::own")[0]["repro"] == "pytest -k own"
-    assert queries.test_history(store, "t::test_mul_2")[0]["repro"] == repro("t::test_mul_2", "mul")
+    assert read_changes.test_history(store, "t::own")[0]["repro"] == "pytest -k own"
+    assert read_changes.test_history(store, "t::test_mul_2")[0]["repro"] == repro("t::test_mul_2", "mul")
     with store.read() as conn:
         template = conn.exec_driver_sql("SELECT repro_template FROM runs").scalar_one()
         stored = dict(conn.exec_driver_sql(
@@ -94,12 +95,12 @@ def test_repro_commands_are_stored_once_per_run_as_a_template(store):
 def test_shards_merge_and_the_latest_result_per_test_counts(store):
     store_build(store, "nightly", [O("a", "pass"), O("b", "fail")], shard="1/2")
     store_build(store, "nightly", [O("c", "pass"), O("b", "pass")], shard="2/2")
-    s = queries.summary(store, "nightly")
+    s = read_builds.summary(store, "nightly")
     assert s["total"] == 3
     assert s["outcomes"]["pass"] == 3 and s["outcomes"]["fail"] == 0
-    info = queries.build_info(store, "nightly")
+    info = read_builds.build_info(store, "nightly")
     assert len(info["runs"]) == 2 and info["complete"]
-    assert [b["results"] for b in queries.list_builds(store)] == [4]
+    assert [b["results"] for b in read_builds.list_builds(store)] == [4]
 
 
 def test_existing_build_needs_append(store):
@@ -107,29 +108,29 @@ def test_existing_build_needs_append(store):
     with pytest.raises(UserError, match="already exists.*--append"):
         store.ensure_build("b1")
     assert store.ensure_build("b1", append=True, branch="main", extra_key="v") == store.build_id("b1")
-    row = queries.list_builds(store)[0]
+    row = read_builds.list_builds(store)[0]
     assert row["branch"] == "main" and row["metadata"] == {"extra_key": "v"}
 
 
 def test_a_run_is_complete_only_when_it_ends(store):
     run = store_build(store, "b1", [O("a", "pass")], finish=False)
-    assert queries.list_builds(store)[0]["complete"] is False
-    assert queries.build_info(store, "b1")["runs"][0]["exit_status"] is None
+    assert read_builds.list_builds(store)[0]["complete"] is False
+    assert read_builds.build_info(store, "b1")["runs"][0]["exit_status"] is None
     # What was flushed before the (simulated) kill is readable already.
-    assert queries.summary(store, "b1")["total"] == 1
+    assert read_builds.summary(store, "b1")["total"] == 1
     store.finish_run(run, 1)
-    info = queries.build_info(store, "b1")
+    info = read_builds.build_info(store, "b1")
     assert info["complete"] and info["runs"][0]["exit_status"] == 1 and info["runs"][0]["ended"]
 
 
 def test_reruns_are_attempts_and_flaky_history_is_queryable(store):
     run = store_build(store, "b1", [O("a", "pass"), O("f", "fail"), O("g", "fail")], finish=False)
     store.add_outcomes(run, [O("f", "pass", attempt=2), O("g", "fail", attempt=2)])
-    assert queries.summary(store, "b1")["outcomes"]["pass"] == 2
-    flaky = {(e["test_id"], e["flaky"]) for e in queries.flaky_tests(store, "b1")}
+    assert read_builds.summary(store, "b1")["outcomes"]["pass"] == 2
+    flaky = {(e["test_id"], e["flaky"]) for e in read_changes.flaky_tests(store, "b1")}
     assert flaky == {("f", True), ("g", False)}
-    assert [e["test_id"] for e in queries.flaky_tests(store, test_id="f")] == ["f"]
-    hist = queries.test_history(store, "f")
+    assert [e["test_id"] for e in read_changes.flaky_tests(store, test_id="f")] == ["f"]
+    hist = read_changes.test_history(store, "f")
     assert [(h["attempt"], h["outcome"], h["latest"]) for h in hist] == [(1, "fail", False), (2, "pass", True)]
 
 
@@ -143,7 +144,7 @@ def test_diff_categories(store):
            O("born", "fail"), O("still_missing", "skip_backend", kind="missing_op", missing_op="aten::old.out")]
     store_build(store, "A", old)
     store_build(store, "B", new)
-    d = queries.diff(store, "A", "B")
+    d = read_changes.diff(store, "A", "B")
     ids = {cat: [e["test_id"] for e in d[cat]] for cat in
            ("regressions", "fixes", "fallback_creep", "new_tests", "missing_tests", "other_changes")}
     assert ids == {"regressions": ["reg", "reg_mop"], "fixes": ["fix", "fix_mop"], "fallback_creep": ["creep"],
@@ -154,32 +155,32 @@ def test_diff_categories(store):
     assert d["fallback_creep"][0]["fallback_ops"] == ["aten::x"]
     assert d["counts"]["common_tests"] == 8
     assert {"old": "pass", "new": "pass", "tests": 1} in d["transitions"]
-    back = queries.diff(store, "B", "A")
+    back = read_changes.diff(store, "B", "A")
     assert [e["test_id"] for e in back["fixes"]] == ["reg", "reg_mop"]
     json.dumps(d)
 
 
 def test_unknown_build_is_a_user_error(store):
     store_build(store, "A", [O("a", "pass")])
-    for call in (lambda: queries.summary(store, "nope"), lambda: queries.diff(store, "A", "nope"),
-                 lambda: list(queries.iter_outcomes(store, "nope")), lambda: queries.op_matrix(store, "nope")):
+    for call in (lambda: read_builds.summary(store, "nope"), lambda: read_changes.diff(store, "A", "nope"),
+                 lambda: list(read_rows.iter_outcomes(store, "nope")), lambda: read_builds.op_matrix(store, "nope")):
         with pytest.raises(UserError, match="unknown build 'nope'.*torchconform builds"):
             call()
 
 
 def test_op_matrix_and_summary_by(store):
     store_build(store, "b1", every_kind())
-    cells = {(c["op"], c["variant"], c["dtype"]): c for c in queries.op_matrix(store, "b1")}
+    cells = {(c["op"], c["variant"], c["dtype"]): c for c in read_builds.op_matrix(store, "b1")}
     assert cells[("add", "forward", "float32")]["outcomes"] == {"pass": 1}
     assert cells[("cat", "", "int64")]["backend_skip_kinds"] == {"missing_op": 1}
     assert ("", "", "") not in cells  # tests without an operator are not in the matrix
-    by_file = queries.summary_by(store, "b1", "file")
+    by_file = read_builds.summary_by(store, "b1", "file")
     assert set(by_file) == {"test/test_ops.py", "test/test_torch.py"}
     assert by_file["test/test_torch.py"]["missing_ops"] == [{"op": "aten::sort.values", "tests": 1}]
     assert sum(b["total"] for b in by_file.values()) == len(every_kind())
-    assert list(queries.summary_by(store, "b1", "suite")) == ["ops"]
+    assert list(read_builds.summary_by(store, "b1", "suite")) == ["ops"]
     with pytest.raises(UserError):
-        queries.summary_by(store, "b1", "colour")
+        read_builds.summary_by(store, "b1", "colour")
 
 
 def test_missing_op_leaderboard_counts_tests_models_and_first_build(store):
@@ -191,23 +192,23 @@ def test_missing_op_leaderboard_counts_tests_models_and_first_build(store):
                               Outcome("m1", missing_op="aten::sort", suite="models", op="bert", **mop),
                               Outcome("m2", missing_op="aten::sort", suite="models", op="gpt2", **mop),
                               Outcome("m3", missing_op="aten::sort", suite="models", op="gpt2", **mop)])
-    board = queries.missing_op_leaderboard(store)  # latest build by default
+    board = impact.leaderboard(store)  # latest build by default
     assert [(e["op"], e["tests"], e["models"], e["first_build"]) for e in board] == [
         ("aten::cat.out", 2, 0, "b1"), ("aten::sort", 1, 2, "b2")]
     assert board[1]["model_names"] == ["bert", "gpt2"]
-    assert [e["tests"] for e in queries.missing_op_leaderboard(store, "b1")] == [1]
+    assert [e["tests"] for e in impact.leaderboard(store, "b1")] == [1]
 
 
 def test_latest_build_by_branch_and_device(store):
     store_build(store, "m1", [O("a", "pass")], branch="main", device="refdev")
     store_build(store, "f1", [O("a", "pass")], branch="feature", device="refdev")
     store_build(store, "m2", [O("a", "pass")], branch="main", device="neuron")
-    assert queries.latest_build(store) == "m2"
-    assert queries.latest_build(store, branch="main", device="refdev") == "m1"
-    assert queries.latest_build(store, branch="feature") == "f1"
-    assert queries.latest_build(store, exclude="m2") == "f1"
-    assert queries.latest_build(store, branch="nope") is None
-    assert [b["name"] for b in queries.list_builds(store)] == ["m1", "f1", "m2"]
+    assert read_builds.latest_build(store) == "m2"
+    assert read_builds.latest_build(store, branch="main", device="refdev") == "m1"
+    assert read_builds.latest_build(store, branch="feature") == "f1"
+    assert read_builds.latest_build(store, exclude="m2") == "f1"
+    assert read_builds.latest_build(store, branch="nope") is None
+    assert [b["name"] for b in read_builds.list_builds(store)] == ["m1", "f1", "m2"]
 
 
 def test_sweep_reads_done_tests_and_earlier_durations(store):
@@ -215,11 +216,11 @@ def test_sweep_reads_done_tests_and_earlier_durations(store):
                               O("t::a", "pass", duration=9.0)])
     store_build(store, "n2", [O("models::bert::fwd", "fail", suite="models", duration=4.0)])
     store_build(store, "n3", [O("models::gpt2::fwd", "pass", suite="models", duration=1.0)], finish=False)
-    assert queries.stored_test_ids(store, "n3", "models") == {"models::gpt2::fwd"}
-    assert queries.stored_test_ids(store, "n1", "ops") == {"t::a"}
-    assert queries.stored_test_ids(store, "not-yet", "models") == set()
-    assert queries.earlier_durations(store, "models", exclude_build="n3") == {"models::bert::fwd": 3.0}
-    assert queries.earlier_durations(store, "models", exclude_build="n3", builds_back=1) == {"models::bert::fwd": 4.0}
+    assert read_builds.stored_test_ids(store, "n3", "models") == {"models::gpt2::fwd"}
+    assert read_builds.stored_test_ids(store, "n1", "ops") == {"t::a"}
+    assert read_builds.stored_test_ids(store, "not-yet", "models") == set()
+    assert read_builds.earlier_durations(store, "models", exclude_build="n3") == {"models::bert::fwd": 3.0}
+    assert read_builds.earlier_durations(store, "models", exclude_build="n3", builds_back=1) == {"models::bert::fwd": 4.0}
 
 
 def test_builds_json_names_each_builds_series(tmp_path, cli):

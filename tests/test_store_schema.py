@@ -10,9 +10,9 @@ from sqlalchemy import inspect, text
 
 from pg import db_url, pg_server  # noqa: F401  (fixtures)
 from torchconform.core.outcome import Outcome
-from torchconform.db import migrate, queries
+from torchconform.db import migrate, read_builds, read_rows
 from torchconform.db.models import HEAD_REVISION
-from torchconform.db.store import make_engine, open_store
+from torchconform.db.opening import make_engine, open_store
 from torchconform.errors import UserError
 
 TC = [sys.executable, "-m", "torchconform"]
@@ -41,7 +41,7 @@ def test_older_schema_names_db_upgrade_and_upgrade_keeps_data(db_url):
     assert "upgraded from 0001_initial to " + HEAD_REVISION in r.stdout
     assert "tc-secret-pw" not in r.stdout
     with open_store(db_url) as store:
-        assert [b["name"] for b in queries.list_builds(store)] == ["old"]
+        assert [b["name"] for b in read_builds.list_builds(store)] == ["old"]
         with store.engine.connect() as conn:   # 0009: PostgreSQL's results lose their checked references
             assert bool(inspect(conn).get_foreign_keys("results")) == (store.dialect == "sqlite")
     again = cli("db", "upgrade", "--db", db_url)
@@ -60,12 +60,12 @@ def test_upgrade_to_repro_templates_keeps_stored_repro_commands(db_url):
     engine.dispose()
     assert cli("db", "upgrade", "--db", db_url).returncode == 0
     with open_store(db_url) as store:
-        (o,) = queries.iter_outcomes(store, "old")
+        (o,) = read_rows.iter_outcomes(store, "old")
         assert (o.test_id, o.outcome, o.repro) == ("t::a", "fail", "pytest t::a")
         # a new run of the upgraded database stores its commands as a template
         run = store.start_run("old")
         store.add_outcomes(run, [Outcome("t::b", "pass", op="add", repro="pytest --x t::b --op add")])
-        assert {o.test_id: o.repro for o in queries.iter_outcomes(store, "old")}["t::b"] == "pytest --x t::b --op add"
+        assert {o.test_id: o.repro for o in read_rows.iter_outcomes(store, "old")}["t::b"] == "pytest --x t::b --op add"
 
 
 def test_newer_schema_is_refused(db_url):
@@ -149,8 +149,8 @@ def test_several_writer_processes_share_one_build(db_url):
         p.join(120)
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     with open_store(path) as store:
-        s = queries.summary(store, "shared")
-        info = queries.build_info(store, "shared")
+        s = read_builds.summary(store, "shared")
+        info = read_builds.build_info(store, "shared")
     assert s["total"] == 4 * 10 * 50 + 5
     assert s["outcomes"]["pass"] == 2000 and s["outcomes"]["fail"] == 5
     assert len(info["runs"]) == 4 and info["complete"]

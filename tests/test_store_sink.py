@@ -7,9 +7,9 @@ import pytest
 
 from pg import db_url, pg_server  # noqa: F401  (fixtures)
 from torchconform.core.outcome import Outcome
-from torchconform.db import queries
+from torchconform.db import read_builds
 from torchconform.db.sink import StoreSink, build_metadata
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 from support import child_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -27,8 +27,8 @@ def test_sink_hooks_store_batches_and_complete_the_run_at_the_end(db_url):
     sink.pytest_torchconform_outcomes(None, [Outcome("m", "skip_backend", kind="missing_op", missing_op="aten::x")])
     with open_store(db_url) as store:
         # Mid-run: both batches are committed, the run is not complete yet.
-        assert queries.summary(store, "b1")["total"] == 4
-        assert queries.list_builds(store)[0]["complete"] is False
+        assert read_builds.summary(store, "b1")["total"] == 4
+        assert read_builds.list_builds(store)[0]["complete"] is False
     sink.pytest_torchconform_run_end(None, {**RUN, "exitstatus": 1}, 1)
     # A second shard of the same build on another machine appends its own run.
     other = StoreSink(db_url, config=None)
@@ -36,8 +36,8 @@ def test_sink_hooks_store_batches_and_complete_the_run_at_the_end(db_url):
     other.pytest_torchconform_outcomes(None, [Outcome("t9", "fail")])
     other.pytest_torchconform_run_end(None, RUN, 0)
     with open_store(db_url) as store:
-        info = queries.build_info(store, "b1")
-        s = queries.summary(store, "b1")
+        info = read_builds.build_info(store, "b1")
+        s = read_builds.summary(store, "b1")
     assert [(r["shard"], r["host"], r["exit_status"], r["results"]) for r in info["runs"]] == [
         ("1/2", "ci-1", 1, 4), ("2/2", "ci-2", 0, 1)]
     assert info["complete"] and s["total"] == 5 and s["missing_ops"] == [{"op": "aten::x", "tests": 1}]
@@ -68,9 +68,9 @@ def test_real_pytest_run_with_the_plugin_then_a_killed_run(tmp_path):
                      "--tc-build", "killed", cwd=str(tmp_path), env={"TC_KILL_AFTER": "5"})
     assert killed.returncode == -9
     with open_store(db) as store:
-        builds = {b["name"]: b for b in queries.list_builds(store)}
-        full_summary = queries.summary(store, "full")
-        killed_summary = queries.summary(store, "killed")
+        builds = {b["name"]: b for b in read_builds.list_builds(store)}
+        full_summary = read_builds.summary(store, "full")
+        killed_summary = read_builds.summary(store, "killed")
     assert builds["full"]["complete"] and builds["full"]["device"] == "cpu"
     assert full_summary["total"] == 11
     assert full_summary["outcomes"]["xfail"] == 1 and full_summary["outcomes"]["skip_eligibility"] == 1

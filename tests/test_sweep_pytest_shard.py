@@ -27,7 +27,7 @@ def test_shards_of_pytest_items_are_disjoint_and_complete(tmp_path):
 GROWING = '''
 import os, pytest
 from torchconform.core.outcome import Outcome
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 
 @pytest.mark.parametrize("i", range(12))
 def test_x(i):
@@ -48,7 +48,7 @@ def test_replacement_worker_deselects_what_the_controller_saw(tmp_path):
     grew too, deselects the same items (read once by the controller), else xdist's index
     scheduling ends the run with an INTERNALERROR."""
     from torchconform.core.outcome import Outcome
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     (tmp_path / "test_many.py").write_text(GROWING)
     # each worker says how many items it kept: all must agree, the replacement (gw2) too

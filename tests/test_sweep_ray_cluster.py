@@ -18,7 +18,7 @@ from sqlalchemy import func, select  # noqa: E402
 
 from torchconform.core.outcome import CRASH, PASS, TIMEOUT  # noqa: E402
 from torchconform.db.models import results, tests  # noqa: E402
-from torchconform.db.store import open_store  # noqa: E402
+from torchconform.db.opening import open_store  # noqa: E402
 from torchconform.sweep.driver import SweepOptions, run_sweep  # noqa: E402
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "zoo", "faulty.py")

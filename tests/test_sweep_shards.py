@@ -4,7 +4,7 @@ import io
 import pytest
 
 from torchconform.core.outcome import Outcome
-from torchconform.db.store import open_store
+from torchconform.db.opening import open_store
 from torchconform.errors import UserError
 from torchconform.sweep import history, shards
 from torchconform.sweep.progress import Progress

@@ -20,8 +20,8 @@ from torchconform.collectors.traitfail import (  # noqa: E402
 )
 from torchconform.collectors.traitrerun import TraitAttribution, rerun_argv  # noqa: E402
 from torchconform.dashboard.per_build import merge_breakdowns  # noqa: E402
-from torchconform.db import queries  # noqa: E402
-from torchconform.db.store import open_store  # noqa: E402
+from torchconform.db import read_builds  # noqa: E402
+from torchconform.db.opening import open_store  # noqa: E402
 from torchconform.core.profile import BackendProfile  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "traits" / "fx_trait_fail.py"
@@ -149,8 +149,8 @@ def test_the_store_summary_has_fail_kinds(tmp_path):
         run = store.start_run("b", suite="unit")
         store.add_outcomes(run, _outcomes())
         store.finish_run(run, 0)
-        assert queries.summary(store, "b")["fail_kinds"] == {KIND: 1}
-        assert [b["fail_kinds"] for b in queries.summary_by(store, "b", "file").values()] == [{KIND: 1}]
+        assert read_builds.summary(store, "b")["fail_kinds"] == {KIND: 1}
+        assert [b["fail_kinds"] for b in read_builds.summary_by(store, "b", "file").values()] == [{KIND: 1}]
     # the site's build page shows them apart (the outcomes table and the breakdown text)
     from torchconform.dashboard import build_site
 

@@ -14,7 +14,7 @@ from support import child_env
 from torchconform.core.outcome import MESSAGE_LIMIT
 from torchconform.core.traitnotes import not_measurable, parse_trait_note, trait_note, traits_from_messages
 from torchconform.errors import UserError
-from torchconform.suites.traits.readback import lookup
+from torchconform.db.readback import lookup
 
 TC = [sys.executable, "-m", "torchconform"]
 PROBE_PROFILE = os.path.join(os.path.dirname(__file__), "fixtures", "refdev", "probe.yaml")
@@ -132,9 +132,10 @@ def test_a_profile_that_misdeclares_precision_fails(tmp_path):
 def test_refdev_dtype_policy_is_derived_from_describe(monkeypatch):
     from torchconform import refdev
     from torchconform.core.profile import load_profile
+    from torchconform.refdev import state
 
     # A refdev loaded in this process (another test's) is the truth for it: read the files instead.
-    monkeypatch.setattr(refdev, "_loaded", None)
+    monkeypatch.setattr(state, "current", None)
     for name, expected in (("young-backend", {"float64": "float32", "complex128": "complex64"}), ("full", {})):
         monkeypatch.setenv("TORCHCONFORM_REFDEV_PROFILE", name)
         policy = load_profile("refdev").dtype_policy

@@ -277,7 +277,7 @@ def test_a_partial_sweep_updates_only_the_types_it_ran():
 
 
 def test_the_pin_is_left_alone_for_a_missing_store_or_build(tmp_path):
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
     from torchconform.suites.models import coverage
 
     pin = coverage.path_for(hf.version())

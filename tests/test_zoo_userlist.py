@@ -90,11 +90,11 @@ def test_sweep_models_file_runs_and_classifies_every_kind(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads(proc.stdout)
     assert summary["total"] == 8 and summary["outcomes"]["skip_eligibility"] == 2  # the unknown model_type
-    from torchconform.db import queries
-    from torchconform.db.store import open_store
+    from torchconform.db import read_rows
+    from torchconform.db.opening import open_store
 
     with open_store(str(db)) as store:
-        ids = {o.test_id: o for o in queries.iter_outcomes(store, "team")}
+        ids = {o.test_id: o for o in read_rows.iter_outcomes(store, "team")}
     assert "no-such-architecture" in ids[f"models::hfcfg/{tmp_path}/unbuildable.json::eval"].message
     for variant in ("eval", "train"):
         assert ids[f"models::py/{example}/my_models.py::model::{variant}"].outcome == "pass"

@@ -2,6 +2,8 @@
 import os
 import re
 
+from torchconform import settings
+
 DEFAULT_DB = "torchconform.db"
 DB_ENV = "TORCHCONFORM_DB"
 
@@ -12,7 +14,7 @@ def db_url(value: str | None = None) -> str:
     A plain path is a SQLite file; anything with ``://`` is an SQLAlchemy URL, its
     password percent-encoded where it holds '/', '?', '#' or '@' (see _PASSWORD_IN_URL).
     """
-    value = value or os.environ.get(DB_ENV) or DEFAULT_DB
+    value = value or settings.get(DB_ENV)
     if "://" in value:
         return _quote_password(value)
     return "sqlite:///" + os.path.abspath(os.path.expanduser(value))

@@ -18,7 +18,7 @@ META_KEYS = ("created", "branch", "device", "backend", "backend_version", "profi
 def _meta_text(key: str, value) -> str:
     """A metadata value as one line; the environment as its main facts (the evaluation page has it all)."""
     if key == "environment" and isinstance(value, dict):
-        from torchconform.suites.traits.readback import ENVIRONMENT_KEYS
+        from torchconform.db.readback import ENVIRONMENT_KEYS
 
         return "; ".join(f"{k} {value[k]}" for k in ENVIRONMENT_KEYS if value.get(k) not in (None, ""))
     return str(value)

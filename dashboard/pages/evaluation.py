@@ -2,7 +2,7 @@
 
 From the build's one read (build_data.BuildData) and its baseline's:
 
-- the traits the ``traits`` suite measured (suites/traits/readback.py's keys), each beside
+- the traits the ``traits`` suite measured (db/readback.py's keys), each beside
   the baseline's value, a changed one marked;
 - the environment the run really had (stored on every build; the traits suite's note
   when the build ran it);
@@ -23,7 +23,7 @@ from torchconform.core.outcome import PASSED
 from torchconform.core.traitnotes import traits_from_messages
 from torchconform.dashboard.build_data import RESULT_COLUMNS
 from torchconform.dashboard.tables import Table
-from torchconform.suites.traits.readback import ENVIRONMENT_KEYS, SUITE as TRAITS_SUITE, compare_traits, value_text
+from torchconform.db.readback import ENVIRONMENT_KEYS, SUITE as TRAITS_SUITE, compare_traits, value_text
 
 # Rows shown at once in the drift tables (the downloads have them all).
 DRIFT_ROWS = 100

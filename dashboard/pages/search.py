@@ -20,7 +20,6 @@ kind, missing op, message).
 """
 from __future__ import annotations
 
-import json
 from collections import namedtuple
 from dataclasses import dataclass
 from operator import attrgetter
@@ -33,6 +32,7 @@ from torchconform.core.outcome import (BACKEND_SKIP_KINDS, FAILED, HOST_ONLY, MI
 from torchconform.dashboard.encoding import DIGITS, column, decode_digits, digits_width, encode_digits  # noqa: F401
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.positions import ATTR_COLUMNS  # noqa: F401  (the query fields' columns)
+from torchconform.dashboard.render import read_data_file
 from torchconform.dashboard.styles import ABSENT_CODE, CODE_LABELS, outcome_code
 
 _ABSENT = ord(ABSENT_CODE)
@@ -75,13 +75,6 @@ def outcome_names() -> dict[str, str]:
 def failure_codes() -> str:
     """The codes of the tests a build's failure data holds (failures.py), as one string."""
     return "".join(sorted({outcome_code(o, k) for o, k in failure_pairs()}))
-
-
-def read_data_file(path: Path):
-    """Payload of a ``TC.loaded(key, payload);`` data file (see render.Site.write_data)."""
-    text = path.read_text(encoding="utf-8")
-    start = text.index(",") + 1
-    return json.loads(text[start:text.rindex(");")].replace("<\\/", "</"))
 
 
 # The model-zoo rows a build keeps for the models page and its search data.

@@ -23,7 +23,7 @@ from torchconform.core.outcome import (
 )
 from torchconform.db.junit.write import class_part, decode_tc, test_id_of_case, test_id_prefix, unescape_tc
 from torchconform.db.junit.parse import iter_cases
-from torchconform.db.store import outcome_from_rows
+from torchconform.db.columns import outcome_from_rows
 from torchconform.db.values import US_PER_S, duration_us
 from torchconform.errors import UserError
 

@@ -1,7 +1,7 @@
 // refdev's boxed mode: refdev behaves like a typical real PrivateUse1 backend that
 // uses PyTorch's standard boxed CPU fallback.
 //
-// Only the profile's implemented operators get refdev kernels (refdev.cpp); every other
+// Only the profile's implemented operators get refdev kernels (aten/control.cpp); every other
 // operator dispatched to the PrivateUse1 key reaches this backend fallback, which is
 // PyTorch's own at::native::cpu_fallback (ATen/native/CPUFallback.h), not refdev's
 // aliasing kernel: arguments are copied to CPU with _to_cpu, the operator is redispatched

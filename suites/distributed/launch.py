@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from torchconform import settings
 from torchconform.core.classify import CRASH_PREFIX, TIMEOUT_PREFIX
 from torchconform.procs import describe_exit, die_with_parent
 
@@ -76,27 +77,14 @@ class Rank:
         return text[-STDERR_TAIL:].strip()
 
 
-def _env_number(name: str, default, parse, smallest, fix: str):
-    """``$name`` read with ``parse`` (``default`` when unset); a UserError naming the
-    variable and ``fix`` unless it parses to at least ``smallest``."""
-    raw = os.environ.get(name) or str(default)
-    try:
-        value = parse(raw)
-    except ValueError:
-        value = None
-    if value is None or value < smallest:
-        from torchconform.errors import UserError
-        raise UserError(f"{name}={raw!r} is not usable here; {fix}")
-    return value
-
-
 def world_size() -> int:
-    return _env_number(WORLD_SIZE_ENV, DEFAULT_WORLD_SIZE, int, 1, "use a whole number of ranks, 2 or more")
+    return settings.get_int(WORLD_SIZE_ENV, 1, what="a rank count",
+                            fix=f"use a whole number of ranks, 2 or more (default {DEFAULT_WORLD_SIZE})")
 
 
 def rank_timeout() -> float:
     """Seconds every rank of one test gets in all (a hung collective ends there)."""
-    return _env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT, float, 1e-3, "use seconds, e.g. 120")
+    return settings.get_float(TIMEOUT_ENV, 1e-3, what="a time in seconds", fix="use seconds, e.g. 120")
 
 
 def free_port() -> int:

@@ -18,6 +18,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from torchconform import settings
 from torchconform.core.classify import C10D_BACKEND_PREFIX, DEVICE_API_PREFIX
 
 
@@ -102,9 +103,9 @@ def _setup() -> Context:
     from torchconform.core.device import setup_device
     from torchconform.core.profile import load_profile
 
-    device_type = os.environ.get("TORCHCONFORM_DEVICE") or "cpu"
-    profile = load_profile(os.environ.get("TORCHCONFORM_PROFILE") or device_type)
-    setup_device(device_type, profile, os.environ.get("TORCHCONFORM_BACKEND_MODULE", ""))
+    device_type = settings.get("TORCHCONFORM_DEVICE")
+    profile = load_profile(settings.given("TORCHCONFORM_PROFILE") or device_type)
+    setup_device(device_type, profile, settings.given("TORCHCONFORM_BACKEND_MODULE") or "")
     import torch
 
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -142,7 +143,7 @@ def main(argv: list[str]) -> int:
         from torchconform.core.classify import render_chain
 
         error = f"{type(exc).__name__}: {exc}\n{render_chain(exc)}"
-        words = c10d_backend_words(error, os.environ.get("TORCHCONFORM_DEVICE") or "cpu")
+        words = c10d_backend_words(error, settings.get("TORCHCONFORM_DEVICE"))
         # failed_at: the launcher reports the rank that failed first (the others' errors
         # are usually their collectives noticing it is gone)
         _write(result, {"status": "error", "type": type(exc).__name__, "failed_at": time.time(),

@@ -2,16 +2,15 @@
 rank and passes when every rank's device results equal its CPU (gloo) results."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from torchconform import settings
 from torchconform.core.notes import note
 from torchconform.core.traitnotes import trait_note
 from torchconform.suites.distributed import launch
 
 PROGRAMS = "torchconform.suites.distributed.programs"
-FULL = os.environ.get("TORCHCONFORM_SELECTION", "quick") == "full"
+FULL = settings.get("TORCHCONFORM_SELECTION") == "full"
 DTYPES = ["float32"] + (["float64", "float16", "bfloat16", "int64", "int32"] if FULL else ["int64"])
 FORMS = {"all_reduce": ["c10d", "functional"], "broadcast": ["c10d", "functional"],
          "all_gather": ["list", "tensor", "functional"], "reduce_scatter": ["list", "tensor", "functional"],

@@ -86,7 +86,7 @@ def covered_from_store(url: str, build: str) -> list[str]:
 
     from torchconform.config import db_url
     from torchconform.db.models import builds, result_values, results, tests
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     store = open_store(db_url(url))
     try:
@@ -140,7 +140,7 @@ def not_covered_from_store(url: str, build: str, model_types) -> dict[str, str]:
 
     from torchconform.config import db_url
     from torchconform.db.models import builds, result_values, results, tests
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     store = open_store(db_url(url))
     try:
@@ -179,7 +179,7 @@ def not_covered_from_store(url: str, build: str, model_types) -> dict[str, str]:
 def _check_build(url: str, build: str) -> None:
     """UserError unless ``url`` is an existing store holding ``build`` (nothing created)."""
     from torchconform.config import db_url
-    from torchconform.db.store import open_store
+    from torchconform.db.opening import open_store
 
     with open_store(db_url(url), create=False) as store:
         store.build_row(build)

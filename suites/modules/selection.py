@@ -11,9 +11,9 @@ activation, recurrent, attention/transformer, embedding, padding, loss),
 """
 from __future__ import annotations
 
-import os
-
 import torch
+
+from torchconform import settings
 
 QUICK_MODULES = {
     "linear": ["nn.Linear", "nn.Bilinear"],
@@ -31,7 +31,7 @@ QUICK_DTYPES = (torch.float32,)
 
 
 def selection_name() -> str:
-    name = os.environ.get("TORCHCONFORM_SELECTION") or "quick"
+    name = settings.get("TORCHCONFORM_SELECTION")
     if name not in ("quick", "full"):
         from torchconform.errors import UserError
         raise UserError(f"unknown modules selection {name!r}; use quick or full")
@@ -44,7 +44,7 @@ def quick_names() -> list[str]:
 
 def select_modules(module_db) -> list:
     """ModuleInfos of the active selection, restricted by TORCHCONFORM_OPS if set."""
-    wanted = {n.strip() for n in (os.environ.get("TORCHCONFORM_OPS") or "").split(",") if n.strip()}
+    wanted = {n.strip() for n in (settings.given("TORCHCONFORM_OPS") or "").split(",") if n.strip()}
     if selection_name() == "quick":
         names = set(quick_names())
         infos = [m for m in module_db if m.name in names]

@@ -3,8 +3,9 @@
 The device-memory leak check is not here: it applies to every pytest run on a
 device, so it is the plugin's (collectors/devicecheck.py, called by collectors/worker.py).
 """
-import os
 from pathlib import Path
+
+from torchconform import settings
 
 HERE = Path(__file__).resolve().parent
 
@@ -15,7 +16,7 @@ def pytest_collection_modifyitems(config, items):
     suites run in the same session keep their own complex64 tests."""
     from torchconform.suites.ops.selection import keep_test
 
-    device_type = os.environ.get("TORCHCONFORM_DEVICE") or "cpu"
+    device_type = settings.get("TORCHCONFORM_DEVICE")
     kept, dropped = [], []
     for item in items:
         ours = Path(item.path).resolve().is_relative_to(HERE)

@@ -21,12 +21,13 @@ test. See docs/classification.md, "Where the ops suite makes its samples".
 """
 from __future__ import annotations
 
-import os
 import re
 import unittest
 
 import torch
 from torch.testing._internal.opinfo.core import SampleInput
+
+from torchconform import settings
 
 SAMPLES_ON_ENV = "TORCHCONFORM_SAMPLES_ON"
 SAMPLES_ON_CHOICES = ("device", "cpu")
@@ -35,7 +36,7 @@ SAMPLE_CREATION_PREFIX = "sample creation:"
 
 def samples_on() -> str:
     """Where the samples are made: ``device`` (default) or ``cpu``."""
-    value = (os.environ.get(SAMPLES_ON_ENV) or "device").strip().lower()
+    value = settings.get(SAMPLES_ON_ENV).strip().lower()
     if value not in SAMPLES_ON_CHOICES:
         from torchconform.errors import UserError
         raise UserError(f"{SAMPLES_ON_ENV}={value!r} is not a place to make samples; use device (the default) or cpu")

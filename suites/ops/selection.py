@@ -30,9 +30,9 @@ Pick OpInfos by name instead with ``--tc-ops name,name`` (``TORCHCONFORM_OPS``).
 """
 from __future__ import annotations
 
-import os
-
 import torch
+
+from torchconform import settings
 
 QUICK_OPS = {
     "unary": ["abs", "exp", "sin", "sigmoid", "sqrt", "erfinv", "frac", "nan_to_num"],
@@ -66,7 +66,7 @@ def full_name(op) -> str:
 
 
 def selection_name() -> str:
-    name = os.environ.get("TORCHCONFORM_SELECTION") or "quick"
+    name = settings.get("TORCHCONFORM_SELECTION")
     if name not in ("quick", "full"):
         from torchconform.errors import UserError
         raise UserError(f"unknown ops selection {name!r}; use quick or full")
@@ -80,7 +80,7 @@ def quick_names() -> list[str]:
 def select_ops(op_db) -> list:
     """OpInfos of the active selection.  ``TORCHCONFORM_OPS`` (``--tc-ops``) names
     OpInfos directly, from the whole ``op_db`` (the selection still decides dtypes)."""
-    wanted = {n.strip() for n in (os.environ.get("TORCHCONFORM_OPS") or "").split(",") if n.strip()}
+    wanted = {n.strip() for n in (settings.given("TORCHCONFORM_OPS") or "").split(",") if n.strip()}
     if wanted:
         return [op for op in op_db if full_name(op) in wanted or op.name in wanted]
     if selection_name() == "quick":

@@ -24,7 +24,6 @@
 """
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from contextlib import contextmanager
@@ -32,7 +31,7 @@ from contextlib import contextmanager
 import torch
 
 from torchconform.core.perf import BACKWARD, FORWARD
-from torchconform.errors import UserError
+from torchconform import settings
 from torchconform.suites.ops.samples import tensors_in
 from torchconform.gcpause import no_cyclic_gc
 
@@ -44,24 +43,17 @@ SAMPLE_WINDOW = 8
 
 
 def warm_calls() -> int:
-    return _count(CALLS_ENV, DEFAULT_CALLS, "a call count", 1000)
+    return _count(CALLS_ENV, "a call count", 1000)
 
 
-def _count(env: str, default: int, what: str, top: int) -> int:
-    raw = os.environ.get(env) or str(default)
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= top:
-        raise UserError(f"{env}={raw!r} is not {what}; use a whole number from 1 to {top} (default {default})")
-    return n
+def _count(env: str, what: str, top: int) -> int:
+    return settings.get_int(env, 1, top, what=what)
 
 
 @contextmanager
 def intra_op_threads():
     """torch's intra-op threads set to ``TORCHCONFORM_PERF_THREADS`` (default 1) inside the block."""
-    wanted = _count(THREADS_ENV, DEFAULT_THREADS, "a thread count", 1024)
+    wanted = _count(THREADS_ENV, "a thread count", 1024)
     before = torch.get_num_threads()
     torch.set_num_threads(wanted)
     try:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 from torchconform.errors import UserError
+from torchconform import settings
 from torchconform.core.yamlpos import load_data
 
 SRC_ENV = "TORCHCONFORM_PYTORCH_SRC"
@@ -33,7 +34,7 @@ def load_config(path: str = DATA) -> dict:
 
 def resolve_src(src: str | None) -> str:
     """The checkout: ``--pytorch-src``, else ``$TORCHCONFORM_PYTORCH_SRC``; must hold ``test/``."""
-    src = src or os.environ.get(SRC_ENV)
+    src = src or settings.given(SRC_ENV)
     if not src:
         raise UserError(f"the upstream suite needs a PyTorch source checkout; pass --pytorch-src PATH or set {SRC_ENV}")
     src = os.path.abspath(os.path.expanduser(src))
@@ -202,8 +203,8 @@ def suite_args() -> list[str]:
     """What ``torchconform run --suite upstream`` passes to pytest instead of test paths:
     the checkout and files come from ``$TORCHCONFORM_PYTORCH_SRC`` and
     ``$TORCHCONFORM_UPSTREAM_FILES`` (set by ``--pytorch-src`` / ``--files``)."""
-    return pytest_args(os.environ.get(SRC_ENV), os.environ.get(FILES_ENV) or None,
-                       os.environ.get(SELECTION_ENV) or None, spec=os.environ.get(SPEC_ENV) or None)
+    return pytest_args(settings.given(SRC_ENV), settings.given(FILES_ENV),
+                       settings.given(SELECTION_ENV), spec=settings.given(SPEC_ENV))
 
 
 def __getattr__(name):

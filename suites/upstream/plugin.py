@@ -17,12 +17,12 @@ first file's classes are named ``...PRIVATEUSE1`` and the rest ``...<DEVICE>``).
 """
 from __future__ import annotations
 
-import os
 import re
 import unittest
 
 import pytest
 
+from torchconform import settings as tc_settings
 from torchconform.suites.upstream import load_config
 
 _GLOB = re.compile(r"[*?\[]")
@@ -31,9 +31,9 @@ DELEGATED_KEY = pytest.StashKey[set]()
 
 def _device(config) -> str:
     try:
-        from torchconform.collectors.plugin import option
+        from torchconform.collectors.session import option
     except ImportError:
-        return os.environ.get("TORCHCONFORM_DEVICE", "")
+        return tc_settings.given("TORCHCONFORM_DEVICE") or ""
     return option(config, "tc_device") or ""
 
 
@@ -65,7 +65,7 @@ def pytest_configure(config):
     device = _device(config)
     if not device:
         return
-    from torchconform.collectors.plugin import is_xdist_controller
+    from torchconform.collectors.session import is_xdist_controller
 
     if is_xdist_controller(config):
         return  # tests are instantiated (and these hooks needed) on the workers only

@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from torchconform import settings
 from torchconform.skiplists import neuron_spec as ns
 
 SPEC_ENV = "TORCHCONFORM_UPSTREAM_SPEC"
@@ -131,13 +132,13 @@ class SpecSelection:
 
 
 def pytest_configure(config):
-    path = os.environ.get(SPEC_ENV)
+    path = settings.given(SPEC_ENV)
     if not path:
         return
     from torchconform.errors import UserError
 
     try:
-        from torchconform.collectors.plugin import option
+        from torchconform.collectors.session import option
 
         device = option(config, "tc_device") or ns.SPEC_DEVICE
     except ImportError:

@@ -12,7 +12,7 @@ speak this one shape, so it is defined once here:
 
 A stored build's breakdown (``summary``) and a run's (``run``) also say whether
 the build is whole: ``"complete": bool`` and ``"unfinished_runs": [{run, suite,
-shard, status, exit_status, results, planned}]`` (db/queries.py: completeness).
+shard, status, exit_status, results, planned}]`` (db/shapes.py: completeness).
 
 ``pass_kinds`` splits the passes by what they say about the device: ``native``
 (``pass`` that ran on it), ``fallback`` (``pass_fallback``), ``host_only`` (``pass``

@@ -16,6 +16,7 @@ import sys
 import threading
 
 from torchconform.errors import UserError
+from torchconform import settings
 from torchconform.core.backend_env import AUTOLOAD_ENV, AUTOLOAD_GROUP, IN_TREE, BringUpError, bring_up
 
 
@@ -47,7 +48,7 @@ def pin_worker(profile) -> None:
     var = profile.worker_env
     if not var or not worker.startswith("gw") or var in os.environ:
         return
-    count = int(os.environ.get("TORCHCONFORM_DEVICES_PER_HOST", "0") or 0) or _host_device_count(var)
+    count = int(settings.get("TORCHCONFORM_DEVICES_PER_HOST") or 0) or _host_device_count(var)
     index = int(worker[2:])
     os.environ[var] = str(index % count if count else index)
 

@@ -30,8 +30,17 @@ from torchconform.core.outcome import PASSED
 
 FIELDS = ("max_abs_err", "max_rel_err")
 
+# Tolerance tiers (docs/classification.md, "Tolerance tiers"): the tightest a test's
+# comparisons met.  ``exact``: every compared value equal to the CPU's; ``default``: within
+# PyTorch's own tolerance for the op and dtype (a pass); ``loose``: outside it but within
+# LOOSE_FACTOR times it (a failure that is a near miss: float64 run as float32 lands here,
+# wrong math does not); ``beyond``: further off, or not comparable at all.
+EXACT, DEFAULT, LOOSE, BEYOND = "exact", "default", "loose", "beyond"
+TIERS = (EXACT, DEFAULT, LOOSE, BEYOND)
+LOOSE_FACTOR = 10.0
 
-def _pairs(actual, expected):
+
+def pairs(actual, expected):
     """(actual, expected) leaves of two structures the way assertEqual pairs them."""
     import torch
 
@@ -42,11 +51,11 @@ def _pairs(actual, expected):
     elif isinstance(actual, Mapping) and isinstance(expected, Mapping):
         if set(actual) == set(expected):
             for key in expected:
-                yield from _pairs(actual[key], expected[key])
+                yield from pairs(actual[key], expected[key])
     elif isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
         if len(actual) == len(expected):
             for a, e in zip(actual, expected):
-                yield from _pairs(a, e)
+                yield from pairs(a, e)
 
 
 def tensor_errors(actual, expected) -> tuple[float, float] | None:
@@ -97,19 +106,25 @@ def _largest(diff, ref, inf_rel: bool = False) -> tuple[float, float]:
 class Tally:
     """The largest errors seen over a test's comparisons (None until one is added)."""
 
-    __slots__ = ("max_abs", "max_rel")
+    __slots__ = ("max_abs", "max_rel", "missed")
 
     def __init__(self):
         self.max_abs: float | None = None
         self.max_rel: float | None = None
+        # the loosest tier a failed comparison met (LOOSE or BEYOND); None: none failed
+        self.missed: str | None = None
+
+    def add_miss(self, tier: str) -> None:
+        if self.missed != BEYOND:
+            self.missed = tier
 
     def add(self, actual, expected) -> None:
         """Add the errors of every tensor pair of two structures; never raises."""
         try:
-            pairs = list(_pairs(actual, expected))
+            found_pairs = list(pairs(actual, expected))
         except Exception:  # noqa: BLE001 - an odd structure: the assertion speaks for it
             return
-        for a, e in pairs:
+        for a, e in found_pairs:
             found = tensor_errors(a, e)
             if found is None:
                 continue
@@ -130,16 +145,33 @@ def record(actual, expected) -> None:
     _current.add(actual, expected)
 
 
+def record_miss(tier: str) -> None:
+    """A comparison of the running test failed; ``tier``: LOOSE when it was a near miss."""
+    _current.add_miss(tier)
+
+
 def clear() -> None:
     global _current
     _current = Tally()
 
 
 def take() -> list | None:
-    """[max abs, max rel] of the running test (None: it compared nothing), and clear."""
+    """[max abs, max rel, missed tier or ""] of the running test (None: it compared
+    nothing), and clear."""
     tally = _current
     clear()
-    return None if tally.max_abs is None else [tally.max_abs, tally.max_rel]
+    return None if tally.max_abs is None else [tally.max_abs, tally.max_rel, tally.missed or ""]
+
+
+def tier_of(passed: bool, max_abs_err: float | None, missed: str = "") -> str:
+    """The tier a test met from what its comparisons left: a pass is EXACT when no compared
+    value differed, else DEFAULT; a failure whose failed comparison was a near miss is
+    LOOSE, another BEYOND; "" when the test compared nothing with the CPU."""
+    if max_abs_err is None:
+        return ""
+    if passed:
+        return EXACT if max_abs_err == 0 else DEFAULT
+    return LOOSE if missed == LOOSE else BEYOND
 
 
 # -- drift: per operator x dtype, baseline against build ------------------------------------------

@@ -24,7 +24,7 @@ ENVIRONMENT_KEYS = ("os", "cpu_model", "cpu_count", "numa_nodes", "cpu_affinity"
 
 def stored_traits(store, build: str) -> tuple[dict, dict | None]:
     """``(traits, environment)`` of a build; ``({}, None)`` when it has no traits run."""
-    from torchconform.db.queries import latest_rows
+    from torchconform.db.read_rows import latest_rows
 
     messages = [row.message for row in latest_rows(store, build, ("suite", "message"))
                 if row.suite == SUITE and row.message]

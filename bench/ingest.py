@@ -276,8 +276,8 @@ def main(argv=None) -> int:
               + (f"   (issue 20: <= {DIFF_TARGET_S} s: {'OK' if q_sqlite[k] <= DIFF_TARGET_S else 'OVER'})"
                  if k == "diff_s" else ""))
     print("  one build's latest results, every field (no target; the site and the gate read these)")
-    for k, what in (("latest_rows_s", "queries.latest_rows (plain rows)"),
-                    ("iter_outcomes_s", "queries.iter_outcomes (Outcome objects)"),
+    for k, what in (("latest_rows_s", "read_rows.latest_rows (plain rows)"),
+                    ("iter_outcomes_s", "read_rows.iter_outcomes (Outcome objects)"),
                     ("gate_load_s", "ci.pipeline.load_records (gate dicts)")):
         print(f"    {what:<44}     {q_sqlite[k]:6.2f}  {q_sqlite[k[:-2] + '_cpu']:6.2f}")
     print(f"    diff counts: {q_sqlite['diff_counts']}")

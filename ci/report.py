@@ -8,12 +8,11 @@ systems that render JUnit but not Markdown.
 from __future__ import annotations
 
 import os
-import shlex
 import xml.etree.ElementTree as ET
 
 from torchconform.ci.gate import GateResult, regressions_by_operator
 from torchconform.core.breakdown import format_breakdown
-from torchconform.core.outcome import OUTCOMES, BACKEND_SKIP_KINDS
+from torchconform.core.outcome import BACKEND_SKIP_KINDS, OUTCOMES, repro_command
 
 STATUS_MARK = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "off": "off"}
 RULE_TITLES = {
@@ -42,14 +41,6 @@ def _short(text: str, limit: int = MESSAGE_CHARS) -> str:
 
 def _more(n_total: int, shown: int) -> list[str]:
     return [f"- ... and {n_total - shown} more"] if n_total > shown else []
-
-
-def repro_for(f: dict, device: str = "") -> str:
-    """The finding's repro command: the runner's own when it recorded one."""
-    if f.get("repro"):
-        return f["repro"]
-    cmd = f"python -m pytest {shlex.quote(f['test_id'])}"
-    return cmd + (f" --tc-device {shlex.quote(device)}" if device else "")
 
 
 def _delta_table(old_b: dict, new_b: dict) -> list[str]:
@@ -90,7 +81,7 @@ def cluster_lines(clusters: list, limit: int, device: str = "") -> list[str]:
         e = c.example
         outcomes = ", ".join(f"{o} {n}" for o, n in sorted(c.outcomes.items()))
         name = f"**{_md(c.category)}**" if c.category else f"`{_md(_short(c.signature))}`"
-        repro = repro_for({"test_id": e.test_id, "repro": e.repro}, device)
+        repro = repro_command(e.repro, e.test_id, device)
         out.append(f"| {'**new**' if c.new else ''} | {name} | {c.tests} ({outcomes}) | {_names(c.ops)} | "
                    f"{_names(c.dtypes)} | `{_md(e.test_id)}`: `{_md(_short(e.message))}` | `{_md(repro)}` |")
     return out + _more(len(clusters), limit) + [""]
@@ -202,7 +193,7 @@ def markdown(result: GateResult, old_breakdown: dict, new_breakdown: dict, limit
     failing = failing_findings(result)
     if failing:
         out += ["## Repro commands", "", "One per failing test:", "", "```sh"]
-        out += [repro_for(f, device) for f in failing[:limit]]
+        out += [repro_command(f.get("repro"), f["test_id"], device) for f in failing[:limit]]
         out += ["```"]
         if len(failing) > limit:
             out.append(f"... and {len(failing) - limit} more")

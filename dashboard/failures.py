@@ -30,31 +30,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchconform.ci.report import repro_for
 from torchconform.core.clusters import Clusterer, Failure
-from torchconform.core.outcome import FAILED, SKIP_BACKEND, render_repro, repro_template
+from torchconform.core.outcome import (
+    FAILED, SKIP_BACKEND, fits_template, render_repro, repro_command, repro_parts, repro_template,
+)
 from torchconform.dashboard.build_data import RUN_AT, STORED_REPRO_AT
 from torchconform.dashboard.encoding import Numbered, column
 from torchconform.dashboard.pages.search import failure_codes
 
 SHOWN = FAILED | {SKIP_BACKEND}
 CHUNK = 4000    # rows per chunk file: a test's history loads one chunk of each build it failed in
-ID, OP = 0, 1   # the placeholders of a repro command's parts
 COLUMNS = ("label", "message", "repro", "op", "cluster")
-
-
-def repro_parts(template: str) -> list:
-    """A ``repro_template`` as parts: text, ID, OP (what the page joins back for a test)."""
-    parts: list = []
-    for i, piece in enumerate(template.split("{id}")):
-        if i:
-            parts.append(ID)
-        for j, text in enumerate(piece.split("{op}")):
-            if j:
-                parts.append(OP)
-            if text:
-                parts.append(text)
-    return parts
 
 
 def failure_data(data, build: str, device: str = "", categories=(), positions=None) -> tuple[dict, list[dict], list]:
@@ -108,10 +94,10 @@ def _repro_column(tests, pk_list, rows, device, run_templates) -> tuple[np.ndarr
             if template and op is not None:
                 at.append(templates[template])
                 continue
-            repro = repro_for({"test_id": tid}, device)  # what the store's query answers there
+            repro = repro_command("", tid, device)   # what the gate's report shows there
         stored[k] = repro
         op = op or ""
-        if last is None or render_repro(last, tid, op) != repro:
+        if last is None or not fits_template(last, repro, tid, op):
             last = repro_template(repro, tid, op) or None
         # a template is one entry for many tests; a command that is no template is its own (~n: after them)
         at.append(templates[last] if last is not None else ~literals[repro])

@@ -38,6 +38,7 @@ def _latest_ids(build_id: int):
 
 # A result's repro command: its own, or (NULL) its run's template rendered for its test,
 # as torchconform/core/outcome.py's render_repro does.  Needs runs and tests joined.
+# core.outcome.render_repro in SQL (the same result: core.outcome.repro_parts says why).
 REPRO = func.coalesce(V.repro, func.replace(func.replace(runs.c.repro_template, "{id}", tests.c.test_id),
                                                     "{op}", tests.c.op))
 

@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from torchconform.core.outcome import Outcome, render_repro, repro_template
+from torchconform.core.outcome import Outcome, fits_template, repro_template
 from torchconform.config import mask_password
 from torchconform.db import errors as store_errors
 from torchconform.db.bulk import (
@@ -294,7 +294,7 @@ class Store:
             template = self._learn_repro_template(conn, run_id, test_rows, result_rows)
         if template:
             at = REPRO_AT
-            result_rows = [r[:at] + (None,) + r[at + 1:] if r[at] == render_repro(template, t[0], t[5]) else r
+            result_rows = [r[:at] + (None,) + r[at + 1:] if fits_template(template, r[at], t[0], t[5]) else r
                            for t, r in zip(test_rows, result_rows)]
         said = [r[1:7] + r[8:10] for r in result_rows]
         index = {v: i for i, v in enumerate(dict.fromkeys(said))}

@@ -52,3 +52,15 @@ def test_the_checker_sees_an_upward_import_and_a_circle(tmp_path):
     assert import_graph.upward_edges(graph, floors) == ["torchconform.low.a -> torchconform.high.b"]
     assert import_graph.figures(graph, floors)["file_circles"] == [["torchconform.high.b", "torchconform.low.a"]]
     assert graph.inside_functions == 1
+
+
+def test_the_map_names_every_component_and_its_floor():
+    """docs/architecture.md (the one written component list) names every folder setup.py
+    maps, and draws the floors in FLOORS' order."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "docs", "architecture.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    assert all(f"`{folder}/`" in text for folder in import_graph.components())
+    drawn = text.split("## The floors", 1)[1].split("```")[1].split()
+    order = [folder for floor in import_graph.FLOORS[1:-1] for folder in floor]
+    assert [w for w in drawn if w in order][::-1] == order

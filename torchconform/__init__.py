@@ -1,15 +1,8 @@
 """torchconform: conformance and CI test suites for PyTorch device backends.
 
-One import namespace over the repository's components:
-
-- ``torchconform.refdev``      the reference PrivateUse1 device (host memory)
-- ``torchconform.suites``      what runs: OpInfo ops, ModuleInfo modules, upstream files, model zoo
-- ``torchconform.collectors``  the pytest plugin and the one classifier of outcomes
-- ``torchconform.skiplists``   backend profiles and known-issue lists, as data
-- ``torchconform.db``          the results store (SQLite or PostgreSQL) and its queries
-- ``torchconform.ci``          the per-build gate and CI templates
-- ``torchconform.dashboard``   the static coverage site
-- ``torchconform.cli``         the ``torchconform`` console script
+One import namespace over the repository's component folders: setup.py's ``COMPONENTS``
+is the one list (it maps each folder under ``torchconform``); docs/architecture.md says
+what each holds and which may import which.  This package itself is the ground floor.
 """
 from importlib import metadata as _metadata
 

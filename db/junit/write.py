@@ -42,7 +42,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from torchconform.core.numeric import FIELDS as ERROR_FIELDS
 from torchconform.core.outcome import (
-    CRASH, ERROR, FAIL, PASSING, SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, Outcome, render_repro,
+    CRASH, ERROR, FAIL, PASSING, SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, XFAIL, Outcome, fits_template,
     repro_template,
 )
 
@@ -192,7 +192,7 @@ def case_fields(o: Outcome, defaults: dict[str, str], classname: str, name: str)
     for field in TC_FIELDS:
         value = getattr(o, field)
         if field == "repro" and "repro" in defaults:
-            if value != render_repro(defaults["repro"], o.test_id, o.op):
+            if not fits_template(defaults["repro"], value, o.test_id, o.op):
                 props.append((field, value))
             continue
         if field in defaults:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 from dataclasses import dataclass, field
 
 # Every collected test ends as exactly one of these.
@@ -97,8 +98,10 @@ def bound_message(text: str | None, limit: int = MESSAGE_LIMIT) -> str:
 def repro_template(repro: str, test_id: str, op: str) -> str:
     """``repro`` with its test id written ``{id}`` and a word equal to its op written
     ``{op}``: the runner's repro commands differ only there, so one template serves a
-    whole run.  "" when ``render_repro`` would not give ``repro`` back exactly."""
-    if not repro:
+    whole run.  "" when ``render_repro`` would not give ``repro`` back exactly, or when the
+    test id or op hold a placeholder themselves (then every reader of the template, Python,
+    SQL and the site's page, could not fill it the same way: such a command is kept as text)."""
+    if not repro or _holds_placeholder(test_id, op):
         return ""
     template = repro.replace(test_id, "{id}") if test_id else repro
     if op:
@@ -106,9 +109,50 @@ def repro_template(repro: str, test_id: str, op: str) -> str:
     return template if render_repro(template, test_id, op) == repro else ""
 
 
+# The placeholders of a repro template's parts (``repro_parts``).
+REPRO_ID, REPRO_OP = 0, 1
+
+
+def repro_parts(template: str) -> list:
+    """A ``repro_template`` as parts: text, REPRO_ID, REPRO_OP.  The one reading of a
+    template: ``render_repro`` joins the parts and the site's page joins the same parts; the
+    store's SQL replaces ``{id}`` then ``{op}``, the same wherever a template is made
+    (``repro_template`` makes none for a test id or op holding a placeholder)."""
+    parts: list = []
+    for i, piece in enumerate(template.split("{id}")):
+        if i:
+            parts.append(REPRO_ID)
+        for j, text in enumerate(piece.split("{op}")):
+            if j:
+                parts.append(REPRO_OP)
+            if text:
+                parts.append(text)
+    return parts
+
+
 def render_repro(template: str, test_id: str, op: str) -> str:
     """A test's repro command from its suite's template (inverse of ``repro_template``)."""
-    return template.replace("{id}", test_id).replace("{op}", op)
+    return "".join(p if isinstance(p, str) else test_id if p == REPRO_ID else op for p in repro_parts(template))
+
+
+def _holds_placeholder(*values: str) -> bool:
+    return any(mark in (value or "") for mark in ("{id}", "{op}") for value in values)
+
+
+def fits_template(template: str, repro: str, test_id: str, op: str) -> bool:
+    """``repro`` is ``template`` filled with this test id and op, and every reader would fill
+    it so: store, JUnit and site keep such a command as its run's template only."""
+    return bool(template) and not _holds_placeholder(test_id, op) and render_repro(template, test_id, op) == repro
+
+
+def repro_command(repro: str, test_id: str, device: str = "") -> str:
+    """What to run to repeat a test, as the gate's report and the site show it: the
+    command the runner recorded (or its run's template rendered), else plain pytest on
+    the test id with the device option where the device is known."""
+    if repro:
+        return repro
+    cmd = f"python -m pytest {shlex.quote(test_id)}"
+    return cmd + (f" --tc-device {shlex.quote(device)}" if device else "")
 
 
 def check_outcome(outcome: str, kind: str) -> None:

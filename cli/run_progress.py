@@ -54,7 +54,8 @@ class _Follow(threading.Thread):
 
     def stop(self):
         self.stopped.set()
-        self.join()
+        if self.ident is not None:   # never started (pytest could not start): nothing to wait for,
+            self.join()              # and the error that stopped it is what the user must see
 
 
 class RunProgress:

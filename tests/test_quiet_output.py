@@ -194,3 +194,13 @@ def test_run_on_a_pseudo_terminal_draws_in_place(tmp_path):
     assert err.count("\n") + out.count("\n") <= MOST_LINES, err
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", err)
     assert re.search(r"\d+/\d+ tests  passed \d+", plain)
+
+
+def test_stopping_a_progress_display_that_never_started_leaves_the_real_error_alone(tmp_path):
+    """If pytest cannot start (its log cannot be opened), the run's error propagates through
+    ``progress.stop()``; a stop before any start must not raise an error of its own instead."""
+    from torchconform.cli.run_progress import RunProgress
+
+    progress = RunProgress(str(tmp_path / "run.jsonl"))
+    progress.stop()
+    assert progress.follow.stopped.is_set() and not progress.follow.is_alive()

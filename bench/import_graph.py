@@ -52,18 +52,16 @@ def components(root: str = ROOT) -> list[str]:
 
 @dataclass
 class Graph:
+    components: tuple = ()                             # the component folders (setup.py)
     files: dict = field(default_factory=dict)          # module name -> path
     edges: dict = field(default_factory=lambda: defaultdict(set))   # module -> modules it imports
     inside_functions: int = 0                           # import statements of ours inside a def
-    inside_by_file: dict = field(default_factory=lambda: defaultdict(int))
 
     def folder(self, module: str) -> str:
         if module == ENTRY:
             return ENTRY      # ``python -m torchconform``: the top floor by nature, not the ground
         parts = module.split(".")
-        return parts[1] if len(parts) > 1 and parts[1] in self._components else GROUND
-
-    _components: tuple = ()
+        return parts[1] if len(parts) > 1 and parts[1] in self.components else GROUND
 
 
 def _modules(root: str, folders: list[str]) -> dict[str, str]:
@@ -73,10 +71,9 @@ def _modules(root: str, folders: list[str]) -> dict[str, str]:
             dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
             if "__init__.py" not in files:
                 continue
-            rel = os.path.relpath(base, root)
-            package = GROUND if rel == GROUND else GROUND + "." + rel.replace(os.sep, ".")
-            if top == GROUND and rel != GROUND:
-                package = rel.replace(os.sep, ".")
+            rel = os.path.relpath(base, root).replace(os.sep, ".")
+            # torchconform/x/ is torchconform.x; a component folder c/x/ is torchconform.c.x
+            package = rel if top == GROUND else f"{GROUND}.{rel}"
             for name in files:
                 if name.endswith(".py"):
                     module = package if name == "__init__.py" else f"{package}.{name[:-3]}"
@@ -115,8 +112,7 @@ def _resolve(graph: Graph, module: str, is_package: bool, node: ast.AST) -> list
 
 def build(root: str = ROOT) -> Graph:
     folders = components(root)
-    graph = Graph(files=_modules(root, folders))
-    graph._components = tuple(folders)
+    graph = Graph(components=tuple(folders), files=_modules(root, folders))
     for module, path in graph.files.items():
         tree = ast.parse(open(path).read(), filename=path)
         is_package = path.endswith("__init__.py")
@@ -132,7 +128,6 @@ def build(root: str = ROOT) -> Graph:
             targets = [t for t in _resolve(graph, module, is_package, node) if t != module]
             if targets and id(node) in in_function:
                 graph.inside_functions += 1
-                graph.inside_by_file[module] += 1
             graph.edges[module].update(targets)
     return graph
 

@@ -29,13 +29,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from proc_rss import Sampler, table  # noqa: E402
 from runner_overhead import LOADER, timed  # noqa: E402
 
 TC = [sys.executable, "-m", "torchconform"]
@@ -43,57 +43,30 @@ SEED_TARGET = 150_000
 DEFAULT_FILES = "test_ops,test_binary_ufuncs,test_reductions,test_indexing,test_tensor_creation_ops"
 
 
-class MemorySampler:
+class MemorySampler(Sampler):
     """Peak resident memory of every pytest controller of ``build`` (a process running
     ``-m pytest ... --tc-build build``) and of its workers (its children), sampled from /proc
     every ``every`` seconds."""
 
     def __init__(self, build: str, every: float = 0.5):
+        super().__init__(every)
         self.build = build  # only this build's pytest processes: others may run on the machine
-        self.every = every
         self.controller: dict[str, int] = {}   # suite -> peak KiB
         self.workers: dict[str, dict[int, int]] = {}  # suite -> {worker pid: peak KiB}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    @staticmethod
-    def _procs() -> dict[int, tuple[int, list[str], int]]:
-        out = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
+    def sample(self) -> None:
+        procs = table(argv=True)
+        for pid, (_, rss, argv) in procs.items():
+            if "pytest" not in argv or "--tc-suite" not in argv or "--tc-build" not in argv:
                 continue
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace").split("\0")
-                status = Path(f"/proc/{entry}/status").read_text()
-            except OSError:
+            if argv[argv.index("--tc-build") + 1] != self.build:
                 continue
-            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-            rss = int(fields.get("VmRSS", "0 kB").split()[0] or 0)
-            out[int(entry)] = (int(fields.get("PPid", "0").strip() or 0), argv, rss)
-        return out
-
-    def _loop(self):
-        while not self._stop.wait(self.every):
-            procs = self._procs()
-            for pid, (_, argv, rss) in procs.items():
-                if "pytest" not in argv or "--tc-suite" not in argv or "--tc-build" not in argv:
-                    continue
-                if argv[argv.index("--tc-build") + 1] != self.build:
-                    continue
-                suite = argv[argv.index("--tc-suite") + 1]
-                self.controller[suite] = max(self.controller.get(suite, 0), rss)
-                for child, (ppid, _, child_rss) in procs.items():
-                    if ppid == pid:
-                        peaks = self.workers.setdefault(suite, {})
-                        peaks[child] = max(peaks.get(child, 0), child_rss)
+            suite = argv[argv.index("--tc-suite") + 1]
+            self.controller[suite] = max(self.controller.get(suite, 0), rss)
+            for child, (ppid, child_rss, _) in procs.items():
+                if ppid == pid:
+                    peaks = self.workers.setdefault(suite, {})
+                    peaks[child] = max(peaks.get(child, 0), child_rss)
 
 
 def tc(args, **kw):

@@ -29,8 +29,10 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from proc_rss import Sampler, descendants, table  # noqa: E402
 
 
 def load() -> str:
@@ -69,50 +71,17 @@ def family_table(outcomes) -> dict:
     return dict(table)
 
 
-class PeakMemory:
+class PeakMemory(Sampler):
     """Peak resident memory per descendant process of this one, sampled from /proc."""
 
     def __init__(self, interval: float = 0.2):
-        self.interval = interval
+        super().__init__(interval)
         self.peak: dict[int, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def _descendants(self) -> list[int]:
-        parents = {}
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    with open(f"/proc/{name}/stat") as fh:
-                        parents[int(name)] = int(fh.read().rsplit(")", 1)[1].split()[1])
-                except (OSError, ValueError, IndexError):
-                    continue
-        mine, frontier = set(), {os.getpid()}
-        while frontier:
-            frontier = {p for p, pp in parents.items() if pp in frontier} - mine
-            mine |= frontier
-        return sorted(mine)
-
-    def _run(self):
-        while not self._stop.is_set():
-            for pid in self._descendants():
-                try:
-                    with open(f"/proc/{pid}/status") as fh:
-                        for line in fh:
-                            if line.startswith("VmRSS:"):
-                                kib = int(line.split()[1])
-                                self.peak[pid] = max(self.peak.get(pid, 0), kib)
-                except (OSError, ValueError):
-                    continue
-            self._stop.wait(self.interval)
+    def sample(self) -> None:
+        procs = table()
+        for pid in descendants(os.getpid(), procs):
+            self.peak[pid] = max(self.peak.get(pid, 0), procs[pid][1])
 
     def workers_mib(self, floor_mib: int = 200) -> list[float]:
         """Peaks of the processes that ran models (the small helpers left out)."""

@@ -21,9 +21,6 @@ SCANNED = (".py", ".sh", ".yaml", ".yml", ".md", ".toml")
 NOT_VARIABLES = {
     "TORCHCONFORM_PROBE": "the line marker skiplists/probe.py prints before its JSON answer",
 }
-# Files still reading variables themselves; each is converted to settings.get/given and
-# then leaves this list (refdev/build.py is refdev's build; db/ and cli/ are in progress).
-PENDING_READS: set = set()
 
 
 def _files(suffixes) -> list[str]:
@@ -188,18 +185,13 @@ def _reads(tree, constants) -> list[tuple[int, str]]:
 
 def test_variables_are_read_through_settings_only():
     constants = _string_constants()
-    stray, done = [], []
+    stray = []
     for rel in _files((".py",)):
         if rel == "torchconform/settings.py":
             continue
         reads = _reads(ast.parse(_read(rel)), constants)
-        if rel in PENDING_READS:
-            if not reads:
-                done.append(rel)
-            continue
         stray += [f"{rel}:{line} {name}" for line, name in reads]
     assert not stray, "read these through torchconform.settings (get/given): " + ", ".join(stray)
-    assert not done, f"no reads left: take these off PENDING_READS: {done}"
 
 
 def test_docs_list_every_setting():

@@ -82,13 +82,7 @@ def build(name: str, seed: int = 0) -> Built:
     import torch
     from transformers import AutoModelForCausalLM
 
-    skip = (hf._overrides().get(name, {}) or {}).get("skip")
-    if skip:
-        raise Unbuildable(f"{name}: {skip}")
-    try:
-        config = make_config(name)
-    except Exception as exc:
-        raise Unbuildable(f"config: {type(exc).__name__}: {hf._one_line(exc)}") from exc
+    config = hf.buildable_config(name, make_config)
     limit = int(hf._rules()["max_parameters"])
     try:
         with torch.device("meta"):

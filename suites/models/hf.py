@@ -250,16 +250,21 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def build(name: str, seed: int = 0) -> Built:
-    """Build ``hf/<name>`` on CPU with seeded random weights and dummy inputs."""
+def buildable_config(name: str, make=None):
+    """``make(name)`` (default ``make_config``), or Unbuildable: the model is skipped by the
+    overrides, or its config cannot be made."""
     skip = (_overrides().get(name, {}) or {}).get("skip")
     if skip:
         raise Unbuildable(f"{name}: {skip}")
     try:
-        config = make_config(name)
+        return (make or make_config)(name)
     except Exception as exc:
         raise Unbuildable(f"config: {type(exc).__name__}: {_one_line(exc)}") from exc
-    return build_from_config(config, _base_model, name, seed)
+
+
+def build(name: str, seed: int = 0) -> Built:
+    """Build ``hf/<name>`` on CPU with seeded random weights and dummy inputs."""
+    return build_from_config(buildable_config(name), _base_model, name, seed)
 
 
 def _base_model(config):

@@ -132,6 +132,10 @@ def repro_parts(template: str) -> list:
 
 def render_repro(template: str, test_id: str, op: str) -> str:
     """A test's repro command from its suite's template (inverse of ``repro_template``)."""
+    if "{op}" not in test_id:
+        # Plain replacement reads the parts the same way unless the test id itself holds
+        # "{op}" (an op holding "{id}" is filled after it): the store calls this per result.
+        return template.replace("{id}", test_id).replace("{op}", op)
     return "".join(p if isinstance(p, str) else test_id if p == REPRO_ID else op for p in repro_parts(template))
 
 

@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # The schema revision this version of the tool reads and writes.
-HEAD_REVISION = "0010_perf_results"
+HEAD_REVISION = "0012_op_coverage"
 
 # Run states (``runs.status``).  A build is complete when every run is FINISHED or
 # RESUMED (an interrupted run whose remaining tests a later run of the build covered).
@@ -129,6 +129,8 @@ class ResultValue(Base):
     message: Mapped[str] = mapped_column(Text, default="", nullable=False)
     # NULL: the run's repro_template rendered for the result's test (what most results hold).
     repro: Mapped[str | None] = mapped_column(Text, default="", nullable=True)
+    # The tightest tolerance tier a comparison test met (core.numeric.TIERS); "": none recorded.
+    tier: Mapped[str] = mapped_column(String(10), default="", nullable=False, server_default="")
 
 
 class Result(Base):
@@ -254,3 +256,21 @@ class PerfResult(Base):
 Index("ix_perf_results_build_op", PerfResult.build_id, PerfResult.op)
 
 perf_results = PerfResult.__table__
+
+
+class OpCoverage(Base):
+    """The coverage audit: one ATen overload that a run's tests reached on the device, with
+    how many tests reached it and one of them (db/coverage.py).  A build's coverage is the
+    union over its runs."""
+    __tablename__ = "op_coverage"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    op: Mapped[str] = mapped_column(String(300), primary_key=True)
+    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), nullable=False)
+    tests: Mapped[int] = mapped_column(Integer, nullable=False)
+    example_test: Mapped[str] = mapped_column(Text, default="", nullable=False, server_default="")
+
+
+Index("ix_op_coverage_build_op", OpCoverage.build_id, OpCoverage.op)
+
+op_coverage = OpCoverage.__table__

@@ -32,11 +32,13 @@ RULE_PARAMS: dict[str, dict] = {
     "fallback_forbidden": {"max_tests": 0},
     # torchconform/core/perf.py: DEFAULT_THRESHOLD, DEFAULT_FLOOR_S
     "perf_regression": {"max_ops": 0, "threshold": 1.25, "floor_s": 2e-4, "max_spread": 1.25},
+    # the support manifest (torchconform/core/claims.py): claims the build breaks
+    "broken_claim": {"max_claims": 0},
 }
 DEFAULT_MODES = {"regression": "fail", "new_missing_op": "fail", "coverage_drop": "fail",
                  "new_test_failing": "fail", "fallback_creep": "fail", "stale_expectations": "warn",
                  "missing_tests": "fail", "numeric_drift": "warn", "lost_operator": "warn", "fallback_forbidden": "fail",
-                 "perf_regression": "warn"}
+                 "perf_regression": "warn", "broken_claim": "warn"}
 FLAKY_PARAMS = {"reruns": 3, "max_tests": 20, "timeout": 600}
 REPORT_PARAMS = {"max_items": 50}
 

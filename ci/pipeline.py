@@ -102,7 +102,7 @@ def load_records(store, build: str, names: dict[int, str] | None = None) -> Reco
     result_of = dict(zip(tids, map(itemgetter(1), rows)))
     errors = {t: (r[3], r[4]) for t, r in zip(tids, rows) if r[3] is not None}
     values = {v: Value(o, k, m, tuple(f.split()), s, d, msg)
-              for v, (o, k, m, f, s, d, msg, _repro) in read_rows.values_by_id(store, set(vid.values())).items()}
+              for v, (o, k, m, f, s, d, msg, *_repro_tier) in read_rows.values_by_id(store, set(vid.values())).items()}
     fields = read_rows.OUTCOME_FIELDS
 
     def fetch(tids: list[str]) -> dict[str, dict]:
@@ -152,7 +152,8 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
         notes.append(f"No baseline found for `{baseline}`: first build, nothing to compare; only the rules that "
                      f"need none ({', '.join(NO_BASELINE_RULES)}) are judged.")
         new = load_records(store, build)
-        result = evaluate({}, new, _all_off(config), old_name="(none)", new_name=build)
+        with gate_context(store, None, build):   # broken_claim judges the build alone
+            result = evaluate({}, new, _all_off(config), old_name="(none)", new_name=build)
         for r in result.rules:
             if r.rule not in NO_BASELINE_RULES:
                 r.detail = "no baseline"
@@ -214,7 +215,7 @@ def _not_rerun_notes(not_rerun: dict[str, str], limit: int) -> list[str]:
 
 
 # Rules that judge the build alone: a first build is judged by them too.
-NO_BASELINE_RULES = ("fallback_forbidden",)
+NO_BASELINE_RULES = ("fallback_forbidden", "broken_claim")
 
 
 def _all_off(config: GateConfig) -> GateConfig:

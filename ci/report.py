@@ -143,6 +143,12 @@ def markdown(result: GateResult, old_breakdown: dict, new_breakdown: dict, limit
         out += [f"| `{_md(f['operator'])}` | {f['tests']} | {f['was_passing']} |" for f in new_ops[:limit]]
         out += _more(len(new_ops), limit) + [""]
 
+    broken = result.rule("broken_claim").findings   # the support manifest (ci/claimsgate.py)
+    if broken:
+        out += [f"## Broken promises ({len(broken)} claims)", "", "| claim | what breaks it |", "|---|---|"]
+        out += [f"| `{_md(f['claim'])}` | {_md(_short(f['message']))} |" for f in broken[:limit]]
+        out += _more(len(broken), limit) + [""]
+
     creep = result.rule("fallback_creep").findings
     if creep:
         out += [f"## Fallback creep ({len(creep)} tests now pass only through CPU fallback)", "",
@@ -217,6 +223,8 @@ def failing_findings(result: GateResult) -> list[dict]:
 def _finding_line(f: dict) -> str:
     if f.get("test_id"):
         return f"{f['test_id']}: {f['old']} -> {f['new']}"
+    if f.get("claim"):   # broken_claim (ci/claimsgate.py)
+        return f"{f['claim']}: broken promise ({f['message']})"
     if f.get("operator"):
         return f"{f['operator']}: blocks {f['tests']} tests"
     if f.get("direction"):   # perf_regression (ci/perfgate.py)

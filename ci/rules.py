@@ -383,3 +383,17 @@ def rule_perf_regression(old, new, params, flaky=frozenset(), changed=None) -> R
 
 RULES["perf_regression"] = rule_perf_regression
 
+
+# -- broken_claim (the support manifest: what the backend claims, db/claims.py) ----------
+def rule_broken_claim(old, new, params, flaky=frozenset(), changed=None) -> RuleResult:
+    """Claims recorded with the build (operators, dtypes, features) that its results or census
+    break (torchconform/core/claims.py); judged on the build alone, so a first build too.  The
+    build comes from torchconform.gated.gate_context; without recorded claims the rule passes quietly."""
+    from torchconform.ci.claimsgate import claim_findings
+
+    found, detail = claim_findings()
+    return RuleResult("broken_claim", count=len(found or ()), threshold=params["max_claims"],
+                      findings=found or [], detail=detail)
+
+
+RULES["broken_claim"] = rule_broken_claim

@@ -30,6 +30,7 @@ from torchconform.cli.run_set import run_set
 from torchconform.collectors.settings import default_build_name
 from torchconform.collectors.sink_jsonl import read_jsonl
 from torchconform.config import db_url, mask_password
+from torchconform.core import not_run
 from torchconform.core.breakdown import breakdown, format_breakdown
 from torchconform.db.junit.write import write_junit
 from torchconform.db.runstate import PLAN_ENV, plan_steps
@@ -189,6 +190,8 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
         notes.append(_record_unfinished(db, build, child.pid, rc, args, run, outcomes, crash, pumped.stop_reason))
     notes.append(log.error)
     result = breakdown(build, outcomes)
+    if run.get("not_run"):   # what the selection left out, per reason (core/not_run.py)
+        result["not_run"] = not_run.of_run(run["not_run"])
     result.update(complete=ended, unfinished_runs=[] if ended else [{
         "run": None, "suite": args.suite, "shard": "", "status": "interrupted", "exit_status": rc,
         "results": len(outcomes), "planned": run.get("planned")}])

@@ -21,7 +21,7 @@ import pytest
 
 from torchconform.core.classify import classify_text
 from torchconform.core.device import torch_versions
-from torchconform.core.numeric import FIELDS as NUMERIC_FIELDS
+from torchconform.core.numeric import FIELDS as NUMERIC_FIELDS, outcome_tier
 from torchconform.collectors.session import PENDING_SETUP_KEY, device_ready, is_xdist_controller
 from torchconform.collectors.stopping import INTERRUPTED, _raise_interrupt, stop_workers
 from torchconform.core.outcome import (
@@ -158,6 +158,9 @@ class ControllerPlugin:
             # what the gate compares: a trait-explained failure is a regression only when the
             # trait itself changed between baseline and build (ci/gate.py)
             "declared_traits": declared_traits(self.profile.dtype_policy or {}),
+            # what the backend claims (the support manifest): stored with the build, so its claims
+            # report and gate never depend on a profile file that changed since (docs/profiles.md)
+            "claims": self.profile.declared_claims(),
             # the environment is part of every result (the seed): stored on the build
             "environment": self._environment(),
         }
@@ -331,6 +334,8 @@ class ControllerPlugin:
                 state["errors"] = tc["errors"]
             if "perf" in tc:
                 state["perf"] = tc["perf"]
+            if "coverage" in tc:
+                state["coverage"] = tc["coverage"]
             verdict = tc.get("verdict")
             if verdict is None and not tc and not report.passed:
                 # A report the worker side did not classify (plugin inactive there).
@@ -396,9 +401,11 @@ class ControllerPlugin:
             duration=round(state["duration"], 6), message=verdict.get("message", "") or "",
             repro=self._repro(nodeid, info.get("path", ""), info.get("op", "")),
             **dict(zip(NUMERIC_FIELDS, state.get("errors") or ())),
+            tier=outcome_tier(outcome, state.get("errors")),   # docs/classification.md "Tolerance tiers"
         )
         o.perf = state.get("perf")   # the perf suite's timings (torchconform/core/perf.py)
         o.evidence = state.get("evidence", "")   # where the fallback/host_only verdicts came from
+        o.coverage = state.get("coverage")   # the overloads the call reached (torchconform/core/coverage.py)
         o = self.traits.take(o, state.get("mismatch"), self._node_path(nodeid, info.get("path", "")))
         if o is not None:  # else held for the trait rerun at the end
             self._append(o)

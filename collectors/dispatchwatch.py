@@ -139,3 +139,27 @@ class _Recording:
 
 
 _RUNNING: list[_Recording] = []   # the watches running now, innermost last
+_HOST_PHASES = [0]                  # host_phase blocks open now (they nest)
+
+
+@contextlib.contextmanager
+def host_phase():
+    """A block that runs on CPU only (a test's CPU reference and its comparison): the
+    running watch stops observing for the block, so its CPU calls are not boxed for an
+    observer that would only discard them (bench/runner_overhead.py --dispatch-watch).
+    Nothing the block asks of the device would be recorded: only wrap code that cannot
+    touch it.  No watch running: nothing happens."""
+    frame = _RUNNING[-1] if _RUNNING else None
+    pause = getattr(frame.native, "pause", None) if frame is not None else None
+    if pause is None:
+        yield
+        return
+    _HOST_PHASES[0] += 1
+    if _HOST_PHASES[0] == 1:
+        pause()
+    try:
+        yield
+    finally:
+        _HOST_PHASES[0] -= 1
+        if _HOST_PHASES[0] == 0 and _RUNNING and _RUNNING[-1] is frame:
+            frame.native.resume()

@@ -99,6 +99,10 @@ def pytest_configure(config):
     from torchconform.collectors.worker import WorkerPlugin
 
     config.pluginmanager.register(WorkerPlugin(config, settings), "torchconform-worker")
+    from torchconform.collectors.not_run import NotRunTally
+
+    # what the selection left out, per reason (collectors/not_run.py): counted where tests are collected
+    config.pluginmanager.register(NotRunTally(config), "torchconform-not-run")
     if is_xdist_worker(config):
         from torchconform.collectors.forkserver import register_on_worker
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import pytest
 
 from torchconform.collectors import tracking
-from torchconform.core import notes, numeric, perf
+from torchconform.core import coverage, notes, numeric, perf
 from torchconform.core.classify import (
     DTYPE_PREFIX, SKIPLIST_PREFIX, Verdict, classify_exception, classify_text, exception_name, exception_text,
     refine_by_device_ops,
@@ -253,6 +253,9 @@ class WorkerPlugin:
             tracked = self._tracked.pop(item.nodeid, (None, None))
             tc["fallback_ops"], tc["evidence"] = self._evidence(item.nodeid, seen, tracked[0])
             touch = self._tracked_touch(touch, tracked[1], tc)
+            reached = coverage.call_coverage(seen, tracked[1])   # the coverage audit (core/coverage.py)
+            if reached is not None:
+                tc["coverage"] = reached
             errors = numeric.take()   # the call's comparisons with the CPU reference
             if errors is not None:
                 tc["errors"] = errors

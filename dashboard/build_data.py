@@ -193,6 +193,10 @@ class Rows(Sequence):
         raw, values, pick = self._raw, self._values, self._pick
         return [pick(r + values[r[-1]]) for r in map(raw.__getitem__, _indices(at))]
 
+    def value_ids(self) -> list[int]:
+        """Each row's value id (result_values: what the result says), in row order."""
+        return list(map(itemgetter(-1), self._raw))
+
     def column(self, name: str, at=None) -> list:
         """Column ``name`` of the rows at indices ``at`` (None: every row), without making the rows."""
         raw = self._raw if at is None else map(self._raw.__getitem__, _indices(at))

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 
 from torchconform.census import impact
 from torchconform.core.breakdown import make_breakdown
-from torchconform.dashboard import build_data, distributed, failures, retention
+from torchconform.dashboard import build_data, distributed, failures, retention, tiers
+from torchconform.dashboard import claims as claims_mod
 from torchconform.dashboard.build_data import FAILURE_COLUMNS, BuildData, TestTable
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.pages import build as build_page
 from torchconform.dashboard.pages import diff as diff_page
-from torchconform.dashboard.pages import evaluation, matrix, missing, perf, search
+from torchconform.dashboard.pages import coverage, evaluation, matrix, missing, perf, search
 
 
 # What a retired build reads of its results: its breakdowns need no more.
@@ -76,7 +77,7 @@ def render_builds(store, queries, site, builds: list[BuildInfo], generated: str,
     for b in builds:
         if not b.full:
             data, tests = BuildData.read(store, queries, b.name, tests, BREAKDOWN_COLUMNS)
-            results.append(_render_retired(site, queries, b, data, generated, full_builds))
+            results.append(_render_retired(site, queries, b, data, generated, full_builds, store))
             continue
         data, tests = BuildData.read(store, queries, b.name, tests, FAILURE_COLUMNS)
         results.append(_render_one(store, queries, site, b, data, generated, first_missing, slugs, last,
@@ -84,17 +85,22 @@ def render_builds(store, queries, site, builds: list[BuildInfo], generated: str,
     return results
 
 
-def _breakdowns(queries, b: BuildInfo, data: BuildData) -> tuple[dict, dict]:
-    """(per suite, per file) breakdowns; sets the build's summary from them."""
+def _breakdowns(queries, b: BuildInfo, data: BuildData, store=None) -> tuple[dict, dict]:
+    """(per suite, per file) breakdowns; sets the build's summary from them (with what the
+    selections left out, ``not_run``, when ``store`` is given: db/not_run.py)."""
     by_suite = data.summary_by(queries, "suite")
     # every test has exactly one suite, so the per-suite breakdowns add up to the build's
     b.summary = merge_breakdowns(b.name, by_suite.values())
+    if store is not None:
+        from torchconform.db.not_run import with_not_run
+        with_not_run(store, b.name, b.summary)
     return by_suite, data.summary_by(queries, "file")
 
 
-def _render_retired(site, queries, b: BuildInfo, data: BuildData, generated: str, full_builds: int) -> BuildResult:
+def _render_retired(site, queries, b: BuildInfo, data: BuildData, generated: str, full_builds: int,
+                    store=None) -> BuildResult:
     """The small page of a build past ``--full-builds``, and the stubs younger builds' pages link."""
-    by_suite, by_file = _breakdowns(queries, b, data)
+    by_suite, by_file = _breakdowns(queries, b, data, store)
     build_page.render(site, b, _by_rows(by_suite), _by_rows(by_file), generated, retired=full_builds)
     retention.render_stubs(site, b, full_builds, generated)
     return BuildResult(b.name, b.summary, [], None)
@@ -103,10 +109,16 @@ def _render_retired(site, queries, b: BuildInfo, data: BuildData, generated: str
 def _render_one(store, queries, site, b: BuildInfo, data: BuildData, generated: str, first_missing: dict,
                 slugs: dict, last: dict, positions, categories=()) -> BuildResult:
     """Write one build's pages from its one read; the baseline diff reuses ``last`` when it can."""
-    by_suite, by_file = _breakdowns(queries, b, data)
+    by_suite, by_file = _breakdowns(queries, b, data, store)
     found_search = search.write_build(site, b, data, positions)
     counts, clusters = failures.render(site, b, data, categories, positions)
-    build_page.render(site, b, _by_rows(by_suite), _by_rows(by_file), generated, distributed.for_build(data), counts)
+    cov = coverage.read(store, b.name)   # the coverage audit: its page, and its figure on the build page
+    coverage.render(site, cov, b, generated)
+    found_tiers = tiers.read(store, data)   # tolerance tiers, in the summary as the store's summary has them
+    b.summary = {**b.summary, **(found_tiers or {})}
+    build_page.render(site, b, _by_rows(by_suite), _by_rows(by_file), generated, distributed.for_build(data), counts,
+                      coverage=coverage.figure(cov), tiers=found_tiers,
+                      claims=claims_mod.read(store, b.name))   # the support manifest (dashboard/claims.py)
     cells, numbers = data.matrix_numbers()
     matrix.render(site, b, cells, numbers, generated)
     # the leaderboard's full per-model counts come from the census and the model sets

@@ -19,7 +19,7 @@ _BUILD_ALIASES = {"torch": "torch_version", "git_version": "torch_git", "torch_g
 TEST_COLUMNS = ("test_id", "suite", "file", "cls", "name", "op", "variant", "dtype")
 RESULT_COLUMNS = ("build_id", "run_id", "test_pk", "attempt", "outcome", "kind", "missing_op",
                   "fallback_ops", "skiplist_entry", "device", "duration", "message", "repro",
-                  "max_abs_err", "max_rel_err")
+                  "max_abs_err", "max_rel_err", "tier")
 # Where ``repro`` sits in a ``result_fields`` row (None there: the run's template rendered).
 REPRO_AT = RESULT_COLUMNS.index("repro") - 3
 # The columns of a stored ``results`` row (what it says is in result_values: db/values.py).
@@ -37,7 +37,7 @@ def result_fields(o: Outcome) -> tuple:
     """An outcome's ``results`` row after build_id, run_id and test_pk (RESULT_COLUMNS[3:])."""
     return (int(o.attempt or 1), o.outcome, o.kind or "", o.missing_op or "", " ".join(o.fallback_ops or ()),
             o.skiplist_entry or "", o.device or "", float(o.duration or 0.0), o.message or "", o.repro or "",
-            o.max_abs_err, o.max_rel_err)
+            o.max_abs_err, o.max_rel_err, o.tier or "")
 
 
 def outcome_from_rows(test: tuple, result: tuple) -> Outcome:
@@ -46,7 +46,7 @@ def outcome_from_rows(test: tuple, result: tuple) -> Outcome:
                    variant=test[6], dtype=test[7], attempt=result[0], outcome=result[1], kind=result[2],
                    missing_op=result[3], fallback_ops=result[4].split(), skiplist_entry=result[5], device=result[6],
                    duration=result[7], message=result[8], repro=result[9], max_abs_err=result[10],
-                   max_rel_err=result[11])
+                   max_rel_err=result[11], tier=result[12] if len(result) > 12 else "")
 
 
 def utcnow() -> datetime:

@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # The schema revision this version of the tool reads and writes.
-HEAD_REVISION = "0012_op_coverage"
+HEAD_REVISION = "0013_not_run"
 
 # Run states (``runs.status``).  A build is complete when every run is FINISHED or
 # RESUMED (an interrupted run whose remaining tests a later run of the build covered).
@@ -274,3 +274,21 @@ class OpCoverage(Base):
 Index("ix_op_coverage_build_op", OpCoverage.build_id, OpCoverage.op)
 
 op_coverage = OpCoverage.__table__
+
+
+class NotRun(Base):
+    """Not-run accounting: per run, how many tests its selection left out for one reason
+    (db/not_run.py; torchconform/core/not_run.py).  Never results: the denominator's other side."""
+    __tablename__ = "not_run"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    reason: Mapped[str] = mapped_column(String(40), primary_key=True)
+    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), nullable=False)
+    tests: Mapped[int] = mapped_column(Integer, nullable=False)
+    detail: Mapped[str] = mapped_column(Text, default="", nullable=False, server_default="")
+    example_test: Mapped[str] = mapped_column(Text, default="", nullable=False, server_default="")
+
+
+Index("ix_not_run_build", NotRun.build_id)
+
+not_run = NotRun.__table__

@@ -16,6 +16,7 @@ from torchconform.core.breakdown import breakdown_of_counts
 from torchconform.db import series as series_mod
 from torchconform.db.models import DONE_STATES, builds, result_values, results, runs, tests
 from torchconform.db.read_rows import latest_results
+from torchconform.db.read_tiers import with_build_tiers
 from torchconform.db.runstate import absent_runs, build_complete, effective_status
 from torchconform.db.shapes import breakdowns_by, build_dict, completeness, iso, matrix_cells
 from torchconform.db.values import US_PER_S
@@ -121,7 +122,10 @@ def summary(store, build: str) -> dict:
                  .select_from(latest_results(build_id))
                  .group_by(V.outcome, V.kind, V.missing_op))
         rows = conn.execute(query).all()
-    return {**breakdown_of_counts(build, rows), **completeness(build_info(store, build))}
+    b = {**breakdown_of_counts(build, rows), **completeness(build_info(store, build))}
+    from torchconform.db.not_run import with_not_run
+    with_not_run(store, build, b)   # "not_run": what the selections left out (db/not_run.py)
+    return with_build_tiers(store, build, b)   # "tiers", "near_misses" (db/read_tiers.py)
 
 
 def summary_by(store, build: str, by: str) -> dict:

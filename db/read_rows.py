@@ -54,7 +54,7 @@ ROW_COLUMNS = {
     "test_pk": results.c.test_pk,
     **{c: tests.c[c] for c in TEST_COLUMNS},
     **{c: V[c] for c in ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "device",
-                         "message")},
+                         "message", "tier")},
     **{c: results.c[c] for c in ("attempt", "max_abs_err", "max_rel_err")},
     "duration": DURATION,
     "repro": REPRO,
@@ -169,7 +169,7 @@ def _with_values(store, build_id: int, columns, said: list[str], order: bool) ->
 
 def values_by_id(store, ids) -> dict[int, tuple]:
     """{value id: (outcome, kind, missing_op, fallback_ops, skiplist_entry, device, message,
-    stored repro)} of ``latest_rows``' ``value_id`` column: a reader that groups results by
+    stored repro, tier)} of ``latest_rows``' ``value_id`` column: a reader that groups results by
     what they say reads each value once (db/values.py)."""
     with store.read() as conn:
         return values_of(conn, ids)

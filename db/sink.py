@@ -16,6 +16,9 @@ import socket
 from datetime import datetime, timezone
 
 from torchconform import settings as tc_settings
+from torchconform.core.coverage import RunCoverage
+from torchconform.db.coverage import write_changes
+from torchconform.db.not_run import write_run
 from torchconform.db.runstate import PLAN_ENV, plan_steps
 from torchconform.db.opening import open_store
 from torchconform.errors import UserError
@@ -57,10 +60,11 @@ class StoreSink:
         self.run_id: int | None = None
         self.build: str | None = None
         self.stored = 0
+        self.coverage = RunCoverage()
 
     def pytest_torchconform_run_start(self, config, run):
         self.build = run.get("build") or default_build_name(run)
-        self.store.ensure_build(self.build, append=True, **build_metadata(run))
+        self.build_id = self.store.ensure_build(self.build, append=True, **build_metadata(run))
         plan = plan_steps(tc_settings.given(PLAN_ENV))
         if plan:  # runs of a plan or shards of a suite: the build waits for all of them
             self.store.add_plan(self.build, plan)
@@ -76,11 +80,21 @@ class StoreSink:
     def pytest_torchconform_outcomes(self, config, outcomes):
         if self.run_id is None or not outcomes:
             return
-        self.stored += self.store.add_outcomes(self.run_id, outcomes)
+        # The overloads the batch's tests reached (the coverage audit, db/coverage.py), written
+        # in the batch's own transaction: a killed run keeps the coverage of what it stored.
+        self.coverage.add(outcomes)
+        changes = self.coverage.take_changes()
+        with self.store.write() as conn:
+            self.stored += self.store.add_outcomes(self.run_id, outcomes, conn=conn)
+            if changes:
+                write_changes(conn, self.run_id, self.build_id, changes)
 
     def pytest_torchconform_run_end(self, config, run, exitstatus):
         if self.run_id is None:
             return
+        if run.get("not_run"):   # what the selection left out, per reason (db/not_run.py): counts, not results
+            with self.store.write() as conn:
+                write_run(conn, self.run_id, self.build_id, run["not_run"])
         self.store.finish_run(self.run_id, int(exitstatus))
         self.run_id = None
         self.store.close()

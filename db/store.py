@@ -8,6 +8,7 @@ Reads go through the db readers; this module only writes.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 import operator
 import os
 import socket
@@ -296,8 +297,10 @@ class Store:
             at = REPRO_AT
             result_rows = [r[:at] + (None,) + r[at + 1:] if fits_template(template, r[at], t[0], t[5]) else r
                            for t, r in zip(test_rows, result_rows)]
-        said = [r[1:7] + r[8:10] for r in result_rows]
-        index = {v: i for i, v in enumerate(dict.fromkeys(said))}
+        said = [r[1:7] + r[8:10] + r[12:13] for r in result_rows]   # VALUE_COLUMNS order
+        # Most said first, so unseen values get ids in that order: SQLite stores the integer 1
+        # in no bytes and those below 128 in one, so the commonest value costs results least.
+        index = {v: i for i, (v, _) in enumerate(Counter(said).most_common())}
         rows = [(r[0], index[v], duration_us(r[7]), r[10], r[11]) for r, v in zip(result_rows, said)]
         n = self.add_rows(run_id, test_rows, rows, self.add_values(run_id, list(index), conn=conn), conn=conn)
         if any(o.trace for o in outcomes):

@@ -27,7 +27,8 @@ from sqlalchemy.engine import Connection
 from torchconform.db.models import result_values, results
 
 # A value's fields, in ``result_values`` column order (and db/store.py's result_fields order).
-VALUE_COLUMNS = ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "device", "message", "repro")
+VALUE_COLUMNS = ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "device", "message", "repro",
+                 "tier")
 # Rows per ``IN (...)`` lookup.
 LOOKUP_CHUNK = 2000
 # Durations are stored as whole microseconds (an integer takes 2-4 bytes, a float 8).
@@ -51,7 +52,11 @@ def duration_us(seconds) -> int:
 
 
 def digest(value: tuple, salt: int = 0) -> int:
-    """A signed 64-bit digest of a value's fields (``salt`` > 0: the next probe after a collision)."""
+    """A signed 64-bit digest of a value's fields (``salt`` > 0: the next probe after a collision).
+    A value without a tier (the last field "") is digested as it was before the tier existed
+    (migration 0011_result_tiers), so values stored then are found again."""
+    if len(value) == len(VALUE_COLUMNS) and value[-1] == "":
+        value = value[:-1]
     text = json.dumps([salt, *value], ensure_ascii=False, separators=(",", ":"))
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True)
 

@@ -32,6 +32,7 @@ MAX_DEVICES = 16
 
 
 _lock = threading.Lock()
+_TRACING = [False]   # whether this process's refdev counts its computed operators (TRACE_ENV at load)
 
 
 def device_name() -> str:
@@ -71,8 +72,8 @@ def load() -> str:
 
         ext = build.load_extension(verbose=settings.is_on("TORCHCONFORM_REFDEV_VERBOSE"))
         traits = resolved.profile.traits
-        ext.init(devices, traits["float64_as_float32"], traits["copies_noncontiguous"],
-                 settings.is_on(TRACE_ENV))
+        _TRACING[0] = settings.is_on(TRACE_ENV)
+        ext.init(devices, traits["float64_as_float32"], traits["copies_noncontiguous"], _TRACING[0])
         ext.register_ops(resolved.implemented_computed, resolved.fallback)
         if resolved.profile.boxed:
             ext.install_boxed_fallback()
@@ -251,6 +252,29 @@ def declared_downcast() -> dict:
     return {}
 
 
+def declared_claims() -> dict:
+    """The backend profile's ``claims`` for refdev (``claims: {from: torchconform.refdev:declared_claims}``):
+    the active refdev profile's (``profile_claims``).  Needs torch (the operator universe), not a build."""
+    if state.current:
+        return profile_claims(state.current.resolved.profile, state.current.resolved)
+    return profile_claims(profiles.load_profile(settings.given(PROFILE_ENV)))
+
+
+def profile_claims(profile: profiles.Profile, resolved: profiles.Resolved | None = None) -> dict:
+    """A refdev profile's own ``claims`` section, ``kernels`` expanded to every overload that
+    profile gives a refdev kernel (implemented + fallback, describe's PrivateUse1 kernels) and
+    ``{kernels_of: P}`` to those of refdev profile P."""
+    claims = dict(profile.claims)
+    ops = claims.get("operators")
+    if ops == "kernels" or isinstance(ops, dict):
+        if isinstance(ops, dict):
+            resolved = profiles.resolve(profiles.load_profile(ops["kernels_of"]))
+        elif resolved is None:
+            resolved = profiles.resolve(profile)
+        claims["operators"] = sorted(resolved.implemented + resolved.fallback)
+    return claims
+
+
 def trait_off_env(trait: str, folder: str) -> dict | None:
     """The environment of a process whose refdev runs with boolean ``trait`` switched off:
     ``$TORCHCONFORM_REFDEV_PROFILE`` naming a copy of the active profile (written into
@@ -316,3 +340,30 @@ def leak_counts() -> dict[str, int]:
 def call_counts(reset: bool = False) -> dict[str, int]:
     """With TORCHCONFORM_REFDEV_TRACE=1: calls per computed operator."""
     return dict(_extension().call_counts(reset)) if state.current else {}
+
+
+def load_traced() -> str:
+    """The refdev backend profile's set-up (skiplists/refdev/profile.yaml): ``load()`` with
+    the kernel trace on unless $TORCHCONFORM_REFDEV_TRACE says otherwise, so that
+    ``executed_ops()`` can tell the runner which operators each test ran on the device
+    (the coverage audit, torchconform/core/coverage.py)."""
+    if settings.given(TRACE_ENV) is None:
+        os.environ[TRACE_ENV] = "1"
+    return load()
+
+
+def executed_ops() -> list[str]:
+    """The profile's ``tracking.executed_ops``: the operators refdev computed itself since the
+    last ``clear_executed_ops()`` (its fallback operators are the fallback counter's).
+    Raises RuntimeError when refdev is not tracing: the runner then records the test as
+    not measured rather than as having reached nothing."""
+    if not _TRACING[0]:
+        raise RuntimeError(f"refdev was loaded without its kernel trace ({TRACE_ENV}=1)")
+    fallback = fallback_counts() or {}
+    return sorted(op for op, n in _extension().call_counts(False).items() if n and not fallback.get(op))
+
+
+def clear_executed_ops() -> None:
+    """The profile's ``tracking.clear``: forget the computed operators counted so far."""
+    if _TRACING[0] and state.current:
+        state.current.ext.call_counts(True)

@@ -96,7 +96,12 @@ NON_STRIDED = re.compile(r"sparse|^aten::quantize_per|^aten::_make_per_|^aten::t
 AUTOCAST_OPS = ("aten::addmm", "aten::baddbmm", "aten::bmm", "aten::conv1d", "aten::conv2d", "aten::conv3d",
                 "aten::linear", "aten::matmul", "aten::mm")
 FALLTHROUGH_KEYS = ("AutocastPrivateUse1",)
-_KEYS = {"name", "description", "missing", "fallback", "always_on", "traits", "collectives", "slow_ops"}
+_KEYS = {"name", "description", "missing", "fallback", "always_on", "traits", "collectives", "slow_ops", "claims"}
+# claims: what refdev running this profile claims (the backend profile's claims.from asks
+# torchconform.refdev:declared_claims): operators as patterns, or ``kernels`` (every overload
+# this profile gives a refdev kernel: describe's implemented + fallback) or {kernels_of: PROFILE}
+# (those of another refdev profile: a test profile claiming what it then lacks); dtypes; features.
+_CLAIMS_KEYS = {"operators", "dtypes", "features"}
 # slow_ops: {operator: seconds} added to every call of the operator on refdev (after it computed), so a
 # perf run sees a deliberately slowed operator (docs/perf.md); at most MAX_SLOW_S per call.
 MAX_SLOW_S = 10.0
@@ -148,6 +153,8 @@ class Profile:
     fallback_mode: str = "counted"     # FALLBACK_MODES
     # operator (aten::X or aten::X.overload) -> seconds added to each call (slow_ops)
     slow_ops: dict = field(default_factory=dict)
+    # {operators: [patterns] | "kernels" | {"kernels_of": name}, dtypes: [...], features: [...]}
+    claims: dict = field(default_factory=dict)
 
     @property
     def boxed(self) -> bool:
@@ -262,7 +269,35 @@ def load_profile(name_or_path: str | None = None) -> Profile:
         synchronous_collectives=synchronous,
         fallback_mode=mode,
         slow_ops=_slow_ops(path, data.get("slow_ops")),
+        claims=_claims(path, data.get("claims")),
     )
+
+
+def _claims(path: str, raw) -> dict:
+    """The ``claims`` section (see _CLAIMS_KEYS)."""
+    from torchconform.core.claims import FEATURES
+
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or set(raw) - _CLAIMS_KEYS:
+        raise _bad(path, f"'claims' must be a mapping with the keys {', '.join(sorted(_CLAIMS_KEYS))}")
+    out = {}
+    ops = raw.get("operators")
+    if ops == "kernels":
+        out["operators"] = "kernels"
+    elif isinstance(ops, dict):
+        if set(ops) != {"kernels_of"} or not isinstance(ops["kernels_of"], str):
+            raise _bad(path, "'claims.operators' as a mapping is {kernels_of: PROFILE}")
+        profile_path(ops["kernels_of"])   # a UserError naming the choices when unknown
+        out["operators"] = {"kernels_of": ops["kernels_of"]}
+    elif ops is not None:
+        out["operators"] = _name_list(path, ops, "claims.operators", lambda p: bool(p.strip()) and " " not in p,
+                                      "operator patterns like aten::add or nn.functional.*", "an operator pattern")
+    out["dtypes"] = _name_list(path, raw.get("dtypes"), "claims.dtypes", _is_dtype_name, "dtype names like float32",
+                               "a torch dtype name like float32")
+    out["features"] = _name_list(path, raw.get("features"), "claims.features", lambda f: f in FEATURES,
+                                 "feature names", f"one of {', '.join(FEATURES)}")
+    return {k: v for k, v in out.items() if v}
 
 
 def _slow_ops(path: str, raw) -> dict:

@@ -15,6 +15,7 @@ from torchconform import settings
 from torchconform.core.classify import (
     NOT_EXECUTED_PREFIX, classify_exception, render_chain,
 )
+from torchconform.collectors.dispatchwatch import host_phase
 from torchconform.core import numeric
 from torchconform.core.outcome import MISSING_OP
 
@@ -109,12 +110,13 @@ def assert_close_to_cpu(test: unittest.TestCase, actual, expected, **kwargs) -> 
     against the CPU reference, its errors added to the test's outcome first
     (torchconform/core/numeric.py: the failing comparison's too); a failing comparison also
     records whether it was a near miss (its tolerance tier)."""
-    numeric.record(actual, expected)
-    try:
-        test.assertEqual(actual, expected, **kwargs)
-    except AssertionError:
-        numeric.record_miss(missed_tier(test, actual, expected, kwargs))
-        raise
+    with host_phase():   # both sides are on CPU: nothing here for the device observer
+        numeric.record(actual, expected)
+        try:
+            test.assertEqual(actual, expected, **kwargs)
+        except AssertionError:
+            numeric.record_miss(missed_tier(test, actual, expected, kwargs))
+            raise
 
 
 def missed_tier(test: unittest.TestCase, actual, expected, kwargs: dict) -> str:
@@ -124,8 +126,10 @@ def missed_tier(test: unittest.TestCase, actual, expected, kwargs: dict) -> str:
     from torch.testing._comparison import default_tolerances
 
     factor = numeric.LOOSE_FACTOR
+    compared = False   # nothing numeric to compare (strings, structures that differ): not a near miss
     try:
         for a, e in numeric.pairs(actual, expected):
+            compared = True
             a, e = torch.as_tensor(a), torch.as_tensor(e)
             rtol, atol = (kwargs["rtol"], kwargs["atol"]) if kwargs.get("atol") is not None \
                 else default_tolerances(a, e)
@@ -135,7 +139,7 @@ def missed_tier(test: unittest.TestCase, actual, expected, kwargs: dict) -> str:
                                        check_device=False, check_layout=False, check_stride=False)
     except Exception:  # noqa: BLE001 - further off, or not comparable: not a near miss
         return numeric.BEYOND
-    return numeric.LOOSE
+    return numeric.LOOSE if compared else numeric.BEYOND
 
 
 def expecting_failure(test: unittest.TestCase) -> bool:

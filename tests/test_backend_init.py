@@ -63,7 +63,7 @@ def test_every_profile_key_is_documented():
     text = (ROOT / "docs" / "profiles.md").read_text()
     documented = set(re.findall(r"^\| `(\w+)` \|", text, re.M))
     keys = set(profile_schema.KEYS) | set(profile_schema.DTYPE_POLICY_KEYS) | set(profile_schema.DISTRIBUTED_KEYS) \
-        | set(profile_schema.TRACKING_KEYS)
+        | set(profile_schema.TRACKING_KEYS) | set(profile_schema.CLAIMS_KEYS)
     assert keys - documented == set(), "profile keys missing from docs/profiles.md"
     assert documented - keys == set(), "docs/profiles.md documents keys the schema does not have"
 
@@ -195,7 +195,8 @@ def test_backend_init_refdev_writes_a_profile_lint_and_run_accept(tmp_path):
     profile = load_profile(str(out))
     truth = refdev.describe()
     assert (profile.name, profile.device, profile.backend_module, profile.setup) == \
-        ("refdev", "refdev", "torchconform.refdev", "torchconform.refdev:load")
+        ("refdev", "refdev", "torchconform.refdev", "torchconform.refdev:load_traced")  # the shipped profile's
+    # set-up: load with the kernel trace on, for the coverage audit (refdev.load_traced)
     assert profile.compile_backend == "refdev"          # refdev's own backend ran the probe's function
     assert profile.distributed["c10d_backend"] == "refccl"
     assert profile.unsupported_dtypes == set(truth["traits"]["unsupported_dtypes"])

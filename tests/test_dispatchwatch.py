@@ -38,6 +38,29 @@ def test_records_what_was_called_with_device_tensors_only(watch):
     assert cpu_only.recorded and cpu_only.ops == set()
 
 
+def test_a_host_phase_is_not_observed_and_the_watch_goes_on_after_it(watch):
+    # suites/common.py wraps a test's CPU reference and comparison in host_phase, so that
+    # the observer boxes no arguments there; device calls before and after still count.
+    import torch
+
+    from torchconform.collectors.dispatchwatch import host_phase
+
+    with host_phase():                             # no watch running: nothing to pause
+        torch.ones(1) + 1
+    with watch.watch() as seen:
+        x = torch.ones(3, device="refdev")
+        with host_phase():
+            with host_phase():                     # nested: the outer block resumes
+                x.neg()                            # inside a host phase: not observed
+            x.abs()
+        x.sin()
+    assert "aten::ones" in seen.ops and "aten::sin" in seen.ops
+    assert "aten::neg" not in seen.ops and "aten::abs" not in seen.ops
+    with watch.watch() as again:                   # the callback was switched back on
+        x.neg()
+    assert "aten::neg" in again.ops
+
+
 def test_names_the_innermost_device_call_an_exception_ended(watch):
     import torch
 

@@ -32,7 +32,9 @@ def test_run_json_contract(cli_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(proc.stdout)  # stdout is only the JSON; progress went to stderr
     assert set(data) == {"build", "total", "outcomes", "pass_kinds", "backend_skip_kinds", "missing_ops", "fail_kinds",
-                         "complete", "unfinished_runs"}
+                         "complete", "unfinished_runs",
+                         "not_run",   # -k left tests out (core/not_run.py)
+                         "tiers", "near_misses"}  # the comparisons' tolerance tiers (core/tiers.py)
     assert data["fail_kinds"] == {}   # no float64 test here: nothing a declared trait explains
     assert data["build"] == "cli-build"
     assert data["complete"] is True and data["unfinished_runs"] == []

@@ -17,6 +17,7 @@ from torchconform.core.breakdown import breakdown, format_breakdown, make_breakd
 from torchconform.core.outcome import Outcome  # noqa: E402
 
 FIXTURE = FIXTURES / "fx_device_touch.py"
+TRACKED = "torchconform.refdev.executed_ops()"
 BUILD = "touch-young"
 
 # name -> (outcome, kind) on refdev
@@ -65,7 +66,9 @@ def test_host_only_passes_are_the_tests_without_a_device_kernel(young):
     for o in outcomes:
         if o.kind == "host_only":
             assert trace[o.test_id] == {}, o.test_id                   # no device kernel ran
-            assert o.message == "host_only: no refdev allocation during the test"
+            # refdev's profile names its executed operators (tracking.executed_ops): they decide with
+            # the allocation counter, and the message names them (docs/classification.md)
+            assert o.message == f"host_only: {TRACKED} reported no operator during the test"
         elif trace[o.test_id]:
             assert o.kind != "host_only", o.test_id
     assert trace[f"{FIXTURE.relative_to(REPO)}::test_device_compute"]
@@ -82,11 +85,22 @@ def test_leak_names_the_operator_of_this_test(young):
 
 
 def test_dispatch_probe_decides_without_memory_stats(tmp_path):
-    proc, _, outcomes = run_pytest(["-p", "fx_no_memory_stats", FIXTURE, "--tc-device", "refdev"], tmp_path,
-                                   env=_env())
+    # refdev's kernel trace off: its executed_ops() cannot answer (not measured), so the
+    # dispatcher observer alone decides, as on a backend without tracking or memory_stats
+    db = tmp_path / "store.db"
+    proc, _, outcomes = run_pytest(["-p", "fx_no_memory_stats", FIXTURE, "--tc-device", "refdev", "--tc-db", db,
+                                    "--tc-build", "nostats"], tmp_path, env=_env(TORCHCONFORM_REFDEV_TRACE="0"))
     assert _classes(outcomes) == EXPECTED, proc.stdout[-3000:]
     assert by_name(outcomes)["test_no_tensors"].message == \
         "host_only: no operator saw a refdev tensor during the test"
+    # the coverage audit then has the observer's trace only (composites and views included)
+    from torchconform.db.coverage import build_coverage
+    from torchconform.db.opening import open_store
+
+    with open_store(f"sqlite:///{db}", create=False) as store:
+        cov = build_coverage(store, "nostats")
+    assert set(cov["traces"]) == {"dispatcher"}
+    assert {"aten::flip", "aten::ones", "aten::mul.Tensor"} <= {r["op"] for r in cov["reached_ops"]}
 
 
 def test_cpu_is_never_host_only(tmp_path):
@@ -186,3 +200,24 @@ def test_models_suite_gets_the_same_leak_check(tmp_path):
     assert message.endswith("leaking operators: aten::flip x1")
     [(outcome, message)] = got["clean"]
     assert outcome == "pass" and message.startswith("timing: device_cold_s=")
+
+
+def test_reached_overloads_are_stored_per_run(young):
+    """The coverage audit (db/coverage.py): the store holds, for the run, each overload a test
+    ran on refdev (its executed operators) with how many tests reached it and one of them;
+    host_only tests reached nothing."""
+    _, outcomes, trace, db = young
+    from torchconform.db.coverage import build_coverage
+    from torchconform.db.opening import open_store
+
+    with open_store(f"sqlite:///{db}", create=False) as store:
+        cov = build_coverage(store, BUILD)
+    assert cov["measured"] and cov["traces"]["backend"] >= 8
+    reached = {r["op"]: r for r in cov["reached_ops"]}
+    leak = f"{FIXTURE.relative_to(REPO)}::test_leaking_kernel"
+    assert reached["aten::flip"]["tests"] == 2 and reached["aten::flip"]["example_test"] in (leak, leak + "_twice")
+    # exactly what refdev's own kernel trace saw during the tests, nothing else
+    assert set(reached) == {op for calls in trace.values() for op, n in calls.items() if n}
+    for o in outcomes:
+        if o.kind == "host_only":
+            assert not any(r["example_test"] == o.test_id for r in cov["reached_ops"])

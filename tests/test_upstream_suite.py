@@ -185,3 +185,6 @@ def test_fake_upstream_outcomes_on_refdev(refdev_run):
                  "test_fake_add_scalar_refdev", "test_fake_view_refdev", "test_fake_run_tests_globals_refdev"):
         assert outcome(name)[0] in ("pass", "pass_fallback"), (name, by_name[name]["message"])
     assert by_name["test_fake_compare_cpu_add_refdev_float32"]["op"] == "add"
+    # assertEqual recorded tolerance tiers (suites/upstream/tiers.py): refdev runs the CPU's kernels
+    assert by_name["test_fake_compare_cpu_add_refdev_float32"]["tier"] == "exact"
+    assert by_name["test_fake_view_refdev"]["tier"] == "exact" and by_name["test_fake_cpu_only_refdev"]["tier"] == ""

@@ -26,3 +26,9 @@ def gated_builds():
     """(store, baseline, build) being gated, or None outside a gate or without a baseline."""
     current = _GATED.get()
     return current if current is not None and current[1] else None
+
+
+def gated_build():
+    """(store, build) being gated, baseline or not (rules that judge the build alone); None outside a gate."""
+    current = _GATED.get()
+    return None if current is None else (current[0], current[2])

@@ -19,7 +19,7 @@ from torchconform.core.classify import classify_text
 from torchconform.core.numeric import FIELDS
 from torchconform.core.outcome import (
     as_float,
-    PASS, PASS_FALLBACK, Outcome, bound_message, check_outcome, render_repro,
+    PASS, PASS_FALLBACK, TIERS, Outcome, bound_message, check_outcome, render_repro,
 )
 from torchconform.db.junit.write import class_part, decode_tc, test_id_of_case, test_id_prefix, unescape_tc
 from torchconform.db.junit.parse import iter_cases
@@ -66,7 +66,7 @@ class JunitReader:
             values += new_values
             for test, (attempt, value, us, abs_err, rel_err) in zip(tests, results):
                 v = values[value]
-                yield outcome_from_rows(test, (attempt, *v[:6], us / US_PER_S, v[6], v[7], abs_err, rel_err))
+                yield outcome_from_rows(test, (attempt, *v[:6], us / US_PER_S, v[6], v[7], abs_err, rel_err, v[8]))
 
     def record_chunks(self, compact_repro: bool = False):
         """What ingest stores, a parsed piece of the file at a time, without building
@@ -112,12 +112,14 @@ class JunitReader:
             # What a test case's tc fields (its suite's defaults applied) say, checked
             # once per distinct tc value: (op, variant, dtype, test id or "", suite,
             # attempt, the value's first six fields, a passing outcome's message, repro,
-            # template to render the repro from).  Repro: its own, "" with no template,
+            # template to render the repro from, tolerance tier).  Repro: its own, "" with no template,
             # None when left to the run's template (compact_repro), else rendered per test.
-            outcome, kind = fields["outcome"], fields.get("kind", "")
+            outcome, kind, tier = fields["outcome"], fields.get("kind", ""), fields.get("tier", "")
             try:
                 check_outcome(outcome, kind)
                 attempt = int(fields.get("attempt") or 1)
+                if tier and tier not in TIERS:
+                    raise ValueError(f"unknown tolerance tier {tier!r}")
             except ValueError as exc:
                 test = fields.get("test_id") or name
                 raise UserError(f"{path}: test {test!r} has inconsistent tc properties ({exc}); "
@@ -136,7 +138,7 @@ class JunitReader:
                     (outcome, kind, fields.get("missing_op", ""),
                      " ".join(fallback.replace(",", " ").split()) if fallback else "",
                      fields.get("skiplist_entry", ""), fields.get("device", "")),
-                    bound_message(message) if message else "", repro, render_from)
+                    bound_message(message) if message else "", repro, render_from, tier)
 
         def entry_of(name, packed, state):
             # (op, new_entry of the tc value) of a packed tc value; cached per suite, as is
@@ -236,7 +238,7 @@ class JunitReader:
                 results.append((1, new_value(value) if index is None else index,
                                 new_duration(time_) if us is None else us) + errors)
                 return
-            op, (_, variant, dtype, test_id, suite, attempt, head, message, repro, render_from) = entry
+            op, (_, variant, dtype, test_id, suite, attempt, head, message, repro, render_from, tier) = entry
             if not test_id:
                 test_id = place[3] + name if name else place[2]
             if render_from:
@@ -248,7 +250,7 @@ class JunitReader:
                     message = bound_message(text)
                     if len(messages) < CACHE_LIMIT:
                         messages[text] = message
-            value = head + (message, repro)
+            value = head + (message, repro, tier)
             index = value_index.get(value)
             if index is None:
                 index = new_value(value)
@@ -357,7 +359,7 @@ def classified_value(fields: dict, result_tag: str, result_attrs: dict, result_t
     if stored is None:
         stored = bound_message(fields.get("message", ""))
     return (PASS_FALLBACK if fallback else verdict.outcome, verdict.kind, verdict.missing_op, fallback,
-            verdict.skiplist_entry, fields.get("device", ""), stored, fields.get("repro", ""))
+            verdict.skiplist_entry, fields.get("device", ""), stored, fields.get("repro", ""), "")
 
 
 def parse_junit(path: str, suite: str | None = None, profile=None) -> list[Outcome]:

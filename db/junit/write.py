@@ -22,7 +22,8 @@ case's attributes, ``attempt`` only when it is not 1, ``repro`` only when the su
 template (``tc.default.repro``, with ``{id}`` and ``{op}`` standing for the test's id
 and op) does not give it, and ``message`` only for a passing outcome (pass,
 pass_fallback, xpass), which has no result element to carry it.  The numerical errors
-against the CPU reference (``max_abs_err``, ``max_rel_err``: Python's shortest float
+against the CPU reference come after the tolerance tier (``tier``, where the test compared
+something) and last (``max_abs_err``, ``max_rel_err``: Python's shortest float
 text, which reads back exactly) come last and only where the test compared something;
 being different for nearly every test, they are the part of the value a reader splits
 off before looking the rest up in its cache.
@@ -48,7 +49,7 @@ from torchconform.core.outcome import (
 
 # Outcome fields a test case's ``tc`` attribute carries (ingest reads these back).
 TC_FIELDS = ("outcome", "kind", "missing_op", "fallback_ops", "skiplist_entry", "op", "variant", "dtype",
-             "device", "suite", "test_id", "repro", "attempt", "message", *ERROR_FIELDS)
+             "device", "suite", "test_id", "repro", "attempt", "message", "tier", *ERROR_FIELDS)
 # Fields the test suite may give a default for: short values that most tests of a run
 # share, and the repro command as a template (see ``repro_template``).
 DEFAULTABLE = ("outcome", "kind", "device", "suite", "variant", "dtype", "repro")

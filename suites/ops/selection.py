@@ -18,6 +18,9 @@ fixed rule, so its numbers are comparable from build to build:
   lack complex numbers (Neuron does), and a device that refuses the dtype shows
   up as ``skip_backend/unsupported_dtype``; other ops' complex64 tests are
   deselected (:func:`keep_test`), so the run's time hardly changes;
+* ``float64`` for ``compare_cpu_grad`` too (:data:`QUICK_EXTRA_GRAD_DTYPES`): each
+  differentiable op's backward against CPU's in float64, at float64's tolerances unless
+  the backend profile documents a downcast it compares at;
 * every variant of the suite, with ``compile_compare_cpu`` on float32 only.
 
 The list is chosen by category, not by a device's results: it deliberately
@@ -58,7 +61,10 @@ QUICK_EXTRA_COMPARE_DTYPES = (torch.float64, torch.int64)
 QUICK_COMPLEX_DTYPE = torch.complex64
 QUICK_COMPLEX_OPS = ("add", "mul", "abs", "exp", "matmul", "sum")
 QUICK_DTYPE = torch.float32
-VARIANTS = ("compare_cpu", "compare_cpu_grad", "out", "noncontiguous_samples", "compile_compare_cpu")
+# gradients in float64 too: a backward formula that is wrong only when float64 does not
+# compute as float64 (amax's tie mask under float64-as-float32) shows nowhere else in quick
+QUICK_EXTRA_GRAD_DTYPES = (torch.float64,)
+VARIANTS = ("compare_cpu", "compare_cpu_grad", "out", "noncontiguous_samples", "compile_compare_cpu", "error_inputs")
 
 
 def full_name(op) -> str:
@@ -95,7 +101,47 @@ def allowed_dtypes(variant: str):
         return None
     if variant == "compare_cpu":
         return (QUICK_DTYPE, *QUICK_EXTRA_COMPARE_DTYPES, QUICK_COMPLEX_DTYPE)
+    if variant == "compare_cpu_grad":
+        return (QUICK_DTYPE, *QUICK_EXTRA_GRAD_DTYPES)
     return (QUICK_DTYPE,)
+
+
+# How each variant's ``@ops`` picks its dtypes in test_ops.py: the OpInfo's supported dtypes,
+# its backward dtypes, or none (one test per OpInfo, only where it has error inputs).
+VARIANT_DTYPES = {"compare_cpu": "supported", "compare_cpu_grad": "backward", "out": "supported",
+                  "noncontiguous_samples": "supported", "compile_compare_cpu": "supported", "error_inputs": None}
+
+
+def tests_of(op, variant: str, device_type: str, allowed) -> int:
+    """How many tests ``@ops`` instantiates for ``op`` and ``variant`` on ``device_type``
+    with ``allowed`` dtypes (None: every dtype), as common_device_type.ops counts them."""
+    mode = VARIANT_DTYPES[variant]
+    if mode is None:
+        return 1 if getattr(op, "error_inputs_func", None) is not None else 0
+    dtypes = set(op.supported_dtypes(device_type) if mode == "supported" else op.supported_backward_dtypes(device_type))
+    if allowed is not None:
+        dtypes &= set(allowed)
+    return len(dtypes)
+
+
+def left_out(op_db, device_type: str) -> dict:
+    """{reason: (tests, detail)} the selection leaves out before pytest sees them, against
+    ``full`` (every OpInfo, every dtype): ``--ops`` for the OpInfos not named, ``selection``
+    for the dtypes the quick rule drops (and, without ``--ops``, the OpInfos it does not list).
+    Tests deselected later (the complex64 rule, ``-k``) are counted where they are deselected."""
+    def count(ops, full: bool) -> int:
+        return sum(tests_of(op, v, device_type, None if full else allowed_dtypes(v)) for op in ops for v in VARIANTS)
+
+    chosen = select_ops(op_db)
+    everything, chosen_full, selected = count(op_db, True), count(chosen, True), count(chosen, False)
+    named = settings.given("TORCHCONFORM_OPS") or ""
+    out = {}
+    if named:
+        out["--ops"] = (everything - chosen_full, named)
+        out["selection"] = (chosen_full - selected, selection_name())
+    else:
+        out["selection"] = (everything - selected, selection_name())
+    return {reason: value for reason, value in out.items() if value[0] > 0}
 
 
 def keep_test(test_name: str, device_type: str) -> bool:

@@ -13,6 +13,9 @@ OpInfo's own skips and expected failures for ``TestCommon`` apply:
   requires grad, device vs CPU (differentiable ops and dtypes only);
 * ``out``: the ``out=`` variant on the first sample, with empty outputs to resize;
 * ``noncontiguous_samples``: non-contiguous device inputs vs contiguous CPU ones;
+* ``error_inputs``: OpInfo's ``error_inputs`` (inputs PyTorch rejects) on the device, each
+  held to what CPU does with its twin: accepting one CPU rejects is a fail
+  (``error_inputs.py``; one test per OpInfo that has them, no dtype);
 * ``compile_compare_cpu``: ``torch.compile`` with the profile's compile backend on
   the first sample; a passing outcome's message is
   ``compiled: backend=B graphs=N graph_breaks=N recompiles=N``
@@ -39,6 +42,7 @@ from torch.testing._internal.common_device_type import OpDTypes, instantiate_dev
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_utils import TestCase, run_tests
 
+from torchconform.collectors.dispatchwatch import host_phase
 from torchconform.core.classify import NOT_EXECUTED_PREFIX, TestTimeout
 from torchconform.core.notes import compile_note, note
 from torchconform.suites.common import (
@@ -48,9 +52,11 @@ from torchconform.suites.common import (
 from torchconform.suites.ops.samples import (
     check_reference_on_cpu, cpu_copy, device_failure_verdict, device_samples, noncontiguous,
 )
+from torchconform.suites.ops import error_inputs
 from torchconform.suites.ops.selection import allowed_dtypes, select_ops
 
 _OPS = select_ops(op_db)
+_OPS_WITH_ERROR_INPUTS = [op for op in _OPS if error_inputs.has_error_inputs(op)]
 
 
 def _cpu_failed(test, exc: Exception) -> None:
@@ -64,7 +70,8 @@ def _cpu_failed(test, exc: Exception) -> None:
 def _cpu_reference(test, op, cpu_sample):
     """The CPU result, or None when PyTorch itself cannot compute this sample on CPU."""
     try:
-        result = op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)
+        with host_phase():   # the CPU sample names no device (samples.cpu_copy)
+            result = op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)
     except Exception as exc:
         _cpu_failed(test, exc)
         return None
@@ -141,11 +148,12 @@ class TestCommon(TestCase):
                 if not idx:
                     continue
                 try:
-                    cpu_loss = scalar_loss(cpu_sample.output_process_fn_grad(
-                        op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)))
-                    if cpu_loss is None:
-                        continue
-                    expected = torch.autograd.grad(cpu_loss, [cpu_all[i] for i in idx], allow_unused=True)
+                    with host_phase():
+                        cpu_loss = scalar_loss(cpu_sample.output_process_fn_grad(
+                            op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)))
+                        if cpu_loss is None:
+                            continue
+                        expected = torch.autograd.grad(cpu_loss, [cpu_all[i] for i in idx], allow_unused=True)
                 except Exception as exc:
                     _cpu_failed(self, exc)
                     continue
@@ -168,6 +176,13 @@ class TestCommon(TestCase):
                 assert_close_to_cpu(self, to_cpu(out), expected, **tolerances(dtype))
                 return  # the first computable sample is the out= check, as upstream does
         _no_sample_ran(self)
+
+    if _OPS_WITH_ERROR_INPUTS:   # @ops refuses an empty list (--tc-ops naming only ops without error inputs)
+        @ops(_OPS_WITH_ERROR_INPUTS, dtypes=OpDTypes.none)
+        def test_error_inputs(self, device, op):
+            with missing_op_guard(self):
+                got = error_inputs.check(op, device, op.name, lambda exc: device_failure_verdict(exc) is not None)
+                error_inputs.verdict(got)
 
     @ops(_OPS, allowed_dtypes=allowed_dtypes("noncontiguous_samples"))
     def test_noncontiguous_samples(self, device, dtype, op):
@@ -212,6 +227,24 @@ class TestCommon(TestCase):
 
 name_device_test_base()
 instantiate_device_type_tests(TestCommon, globals())
+
+
+def _count_left_out():
+    """Tell the plugin how many tests the selection left out before collection (not-run
+    accounting, collectors/not_run.py), for the device the suite runs on."""
+    from torchconform import settings
+    from torchconform.collectors.not_run import uncollected
+    from torchconform.suites.ops.selection import left_out
+
+    device = settings.given("TORCHCONFORM_DEVICE")
+    if not device:
+        return   # plain pytest: nobody records
+    device_type = torch.device(device).type
+    for reason, (count, detail) in left_out(op_db, device_type).items():
+        uncollected(reason, count, detail)
+
+
+_count_left_out()
 
 if __name__ == "__main__":
     run_tests()

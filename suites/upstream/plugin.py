@@ -11,7 +11,8 @@ before any test file is imported, and configures the device's test base class in
 * ``op_allowlist``, ``test_exclusions``, ``bypass_device_restrictions``: from
   ``files.yaml`` (``privateuse1:`` section).
 
-It also fixes the PrivateUse1 base's ``device_type`` to the backend name before
+It also wraps ``TestCase.assertEqual`` so that each comparison records its tolerance tier
+(suites/upstream/tiers.py), and fixes the PrivateUse1 base's ``device_type`` to the backend name before
 instantiation, so every generated class is ``Test...<DEVICE>`` (otherwise the
 first file's classes are named ``...PRIVATEUSE1`` and the rest ``...<DEVICE>``).
 """
@@ -23,7 +24,7 @@ import unittest
 import pytest
 
 from torchconform import settings as tc_settings
-from torchconform.suites.upstream import load_config
+from torchconform.suites.upstream import load_config, tiers
 
 _GLOB = re.compile(r"[*?\[]")
 DELEGATED_KEY = pytest.StashKey[set]()
@@ -72,6 +73,7 @@ def pytest_configure(config):
     import torch.testing._internal.common_device_type as cdt
 
     _set_run_tests_globals()
+    tiers.install()   # assertEqual records tolerance tiers (suites/upstream/tiers.py)
     base = _device_base(cdt, device)
     if base is None:
         return

@@ -10,6 +10,10 @@ speak this one shape, so it is defined once here:
      "fail_kinds": {kind: count},             # fails with a kind (trait:<name>), only those present
      "missing_ops": [{"op": str, "tests": int}, ...]}   # most tests blocked first, then by name
 
+and, where the reader knows tolerance tiers (``run``, ``summary``, the site), ``"tiers"`` and
+``"near_misses"`` (core/tiers.py); where it knows what the selection left out, ``"not_run"``
+(core/not_run.py: never results, only the denominator's other side).
+
 A stored build's breakdown (``summary``) and a run's (``run``) also say whether
 the build is whole: ``"complete": bool`` and ``"unfinished_runs": [{run, suite,
 shard, status, exit_status, results, planned}]`` (db/shapes.py: completeness).
@@ -34,6 +38,7 @@ from torchconform.core.outcome import (
     PASS_FALLBACK,
     SKIP_BACKEND, SKIP_ELIGIBILITY, TIMEOUT, TRAIT_KIND_PREFIX, XFAIL, XPASS, Outcome,
 )
+from torchconform.core import not_run, tiers
 from torchconform.procs import describe_exit
 
 
@@ -60,7 +65,9 @@ def make_breakdown(build: str, outcome_counts: dict, kind_counts: dict, missing_
 
 
 def breakdown(build: str, outcomes: Iterable[Outcome]) -> dict:
-    return breakdown_of_counts(build, ((o.outcome, o.kind, o.missing_op, 1) for o in outcomes))
+    outcomes = list(outcomes)
+    b = breakdown_of_counts(build, ((o.outcome, o.kind, o.missing_op, 1) for o in outcomes))
+    return tiers.of_outcomes(b, outcomes)   # "tiers", "near_misses" (core/tiers.py)
 
 
 def breakdown_of_counts(build: str, rows) -> dict:
@@ -103,10 +110,12 @@ def format_breakdown(b: dict, top: int = 10) -> str:
     lines = [
         f"build {b['build']}: {b['total']} outcomes",
         *incomplete_lines(b),
+        *not_run.lines(b),
         f"  passed   {passed:>8}   (natively {k['native']}, through CPU fallback {k['fallback']}, "
         f"without touching the device {k['host_only']})",
         f"  failed   {failed:>8}   (fail {o[FAIL]}, error {o[ERROR]}, crash {o[CRASH]}, timeout {o[TIMEOUT]})"
         + explained_clause(b) + forbidden_clause(b),
+        *tiers.tier_lines(b, top),
         f"  skipped  {skipped:>8}",
         f"    PyTorch eligibility  {o[SKIP_ELIGIBILITY]:>8}",
         f"    backend-specific     {backend:>8}",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from torchconform.core.outcome import PASSED
+from torchconform.core.outcome import PASSED, PASSING, SKIPPED, TIERS, XFAIL
 
 FIELDS = ("max_abs_err", "max_rel_err")
 
@@ -35,8 +35,7 @@ FIELDS = ("max_abs_err", "max_rel_err")
 # PyTorch's own tolerance for the op and dtype (a pass); ``loose``: outside it but within
 # LOOSE_FACTOR times it (a failure that is a near miss: float64 run as float32 lands here,
 # wrong math does not); ``beyond``: further off, or not comparable at all.
-EXACT, DEFAULT, LOOSE, BEYOND = "exact", "default", "loose", "beyond"
-TIERS = (EXACT, DEFAULT, LOOSE, BEYOND)
+EXACT, DEFAULT, LOOSE, BEYOND = TIERS
 LOOSE_FACTOR = 10.0
 
 
@@ -104,19 +103,27 @@ def _largest(diff, ref, inf_rel: bool = False) -> tuple[float, float]:
 
 
 class Tally:
-    """The largest errors seen over a test's comparisons (None until one is added)."""
+    """The largest errors seen over a test's comparisons (None until one is added), and the
+    tiers its comparisons met."""
 
-    __slots__ = ("max_abs", "max_rel", "missed")
+    __slots__ = ("max_abs", "max_rel", "missed", "compared")
 
     def __init__(self):
         self.max_abs: float | None = None
         self.max_rel: float | None = None
         # the loosest tier a failed comparison met (LOOSE or BEYOND); None: none failed
         self.missed: str | None = None
+        # the loosest tier a passing comparison that records no errors met (EXACT or
+        # DEFAULT: suites/upstream/tiers.py); None: none such
+        self.compared: str | None = None
 
     def add_miss(self, tier: str) -> None:
         if self.missed != BEYOND:
             self.missed = tier
+
+    def add_tier(self, tier: str) -> None:
+        if self.compared != DEFAULT:
+            self.compared = tier
 
     def add(self, actual, expected) -> None:
         """Add the errors of every tensor pair of two structures; never raises."""
@@ -150,28 +157,75 @@ def record_miss(tier: str) -> None:
     _current.add_miss(tier)
 
 
+def record_tier(tier: str) -> None:
+    """A comparison of the running test passed at ``tier`` (EXACT or DEFAULT) without its
+    errors being recorded (an upstream test's assertEqual: suites/upstream/tiers.py)."""
+    _current.add_tier(tier)
+
+
 def clear() -> None:
     global _current
     _current = Tally()
 
 
 def take() -> list | None:
-    """[max abs, max rel, missed tier or ""] of the running test (None: it compared
-    nothing), and clear."""
+    """[max abs, max rel, missed tier or "", passing tier or ""] of the running test (None:
+    it compared nothing; the errors are None when only tiers were recorded), and clear."""
     tally = _current
     clear()
-    return None if tally.max_abs is None else [tally.max_abs, tally.max_rel, tally.missed or ""]
+    if tally.max_abs is None and tally.missed is None and tally.compared is None:
+        return None
+    return [tally.max_abs, tally.max_rel, tally.missed or "", tally.compared or ""]
 
 
-def tier_of(passed: bool, max_abs_err: float | None, missed: str = "") -> str:
-    """The tier a test met from what its comparisons left: a pass is EXACT when no compared
-    value differed, else DEFAULT; a failure whose failed comparison was a near miss is
-    LOOSE, another BEYOND; "" when the test compared nothing with the CPU."""
-    if max_abs_err is None:
+def tier_of(passed: bool, max_abs_err: float | None, missed: str = "", compared: str = "") -> str:
+    """The tier a test met from what its comparisons left (``take()``'s fields): when no
+    comparison failed (or the test passed anyway), EXACT if no compared value differed
+    (``max_abs_err`` 0 and no DEFAULT among ``compared``), else DEFAULT; when one failed,
+    LOOSE if every failed comparison was a near miss, else BEYOND; "" when the test compared
+    nothing.  A failure none of whose comparisons failed (a leak found at teardown) keeps
+    the tier its comparisons met: the breakdown counts it in no tier (core/tiers.py)."""
+    if max_abs_err is None and not missed and not compared:
         return ""
-    if passed:
-        return EXACT if max_abs_err == 0 else DEFAULT
+    if passed or not missed:
+        return DEFAULT if compared == DEFAULT or (max_abs_err or 0.0) != 0.0 else EXACT
     return LOOSE if missed == LOOSE else BEYOND
+
+
+def outcome_tier(outcome: str, taken) -> str:
+    """The tier of a test's record from its outcome and what ``take()`` gave (the worker's
+    ``errors``; None or shorter lists from older workers are read as far as they go): a
+    skipped or expected-to-fail test has none, whatever it compared."""
+    if not taken or outcome in SKIPPED or outcome == XFAIL:
+        return ""
+    taken = list(taken) + [None, None, "", ""][len(taken):]
+    return tier_of(outcome in PASSING, taken[0], taken[2] or "", taken[3] or "")
+
+
+# PyTorch's default (rtol, atol) per dtype, as torch.testing.assert_close and
+# TestCase.assertEqual apply them (tests/test_tolerance_tiers.py checks them against the
+# installed torch); other dtypes compare exactly.  Here so that readers without torch (the
+# breakdown, the site) can say how far a near miss was.
+DEFAULT_TOLERANCES = {
+    "float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5), "float64": (1e-7, 1e-7),
+    "complex32": (1e-3, 1e-5), "complex64": (1.3e-6, 1e-5), "complex128": (1e-7, 1e-7),
+}
+
+
+def distance(dtype: str, max_abs_err: float | None, max_rel_err: float | None) -> float | None:
+    """How far a failed test's comparisons were, in multiples of PyTorch's default tolerance
+    for ``dtype``: min(max_abs_err / atol, max_rel_err / rtol), an upper bound of the factor
+    the tolerance would have to grow by for every compared element to pass (an element fails
+    when its difference exceeds atol + rtol * |expected|).  None when the dtype has no
+    tolerance (exact dtypes, or none known) or the errors were not recorded."""
+    tol = DEFAULT_TOLERANCES.get(dtype or "")
+    if tol is None or max_abs_err is None:
+        return None
+    rtol, atol = tol
+    found = max_abs_err / atol
+    if max_rel_err is not None:
+        found = min(found, max_rel_err / rtol)
+    return found
 
 
 # -- drift: per operator x dtype, baseline against build ------------------------------------------

@@ -68,6 +68,9 @@ PASSING = frozenset({PASS, PASS_FALLBACK, XPASS})
 FAILED = frozenset({FAIL, ERROR, CRASH, TIMEOUT})
 SKIPPED = frozenset({SKIP_ELIGIBILITY, SKIP_BACKEND})
 
+# Tolerance tiers (core/numeric.py, where they are decided), tightest first.
+TIERS = ("exact", "default", "loose", "beyond")
+
 # Messages are bounded so that one pathological test cannot bloat the store.
 MESSAGE_LIMIT = 500
 
@@ -196,6 +199,9 @@ class Outcome:
     # reference (torchconform/core/numeric.py); None when it compared nothing.
     max_abs_err: float | None = None
     max_rel_err: float | None = None
+    # The tightest tolerance tier the test's comparisons met (core/numeric.py TIERS: exact,
+    # default, loose, beyond; docs/classification.md "Tolerance tiers"); "": compared nothing.
+    tier: str = ""
     # Not a field (so not a results column, not compared, not in the queries' column
     # lists): a models-suite run's operator set, {"ops": [...], "torch_version",
     # "library_version"} (census/models.py).  It rides along wherever the record
@@ -213,6 +219,8 @@ class Outcome:
     def __post_init__(self):
         check_outcome(self.outcome, self.kind)
         self.message = bound_message(self.message)
+        if self.tier and self.tier not in TIERS:
+            raise ValueError(f"unknown tolerance tier {self.tier!r}; expected one of {', '.join(TIERS)} or empty")
         if self.max_abs_err is not None or self.max_rel_err is not None:
             self.max_abs_err, self.max_rel_err = as_float(self.max_abs_err), as_float(self.max_rel_err)
 

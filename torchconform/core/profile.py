@@ -121,6 +121,9 @@ class BackendProfile:
     tracking: dict = field(default_factory=dict)
     no_fallback_env: dict = field(default_factory=dict)
     distributed: dict = field(default_factory=lambda: dict(DISTRIBUTED_DEFAULTS))
+    # What the backend claims to support ({operators, dtypes, features} or {from: module:function}):
+    # declared_claims() resolves it; core/claims.py judges it against a build
+    claims: dict = field(default_factory=dict)
     description: str = ""
     path: str = ""
 
@@ -182,6 +185,11 @@ class BackendProfile:
 
     def matches_not_executed(self, text: str) -> bool:
         return any(rx.search(text or "") for rx in self._not_executed)
+
+    def declared_claims(self) -> dict:
+        """The claims as {operators, dtypes, features} (lists; {} when none), ``from`` resolved
+        by calling the backend's function (refdev: from the active refdev profile)."""
+        return resolve_claims(self.claims, self.path or self.name)
 
     @property
     def unsupported_dtypes(self) -> set[str]:
@@ -257,6 +265,7 @@ def load_profile(name_or_path: str | os.PathLike) -> BackendProfile:
     data["env"] = {str(k): _env_text(v) for k, v in (data.get("env") or {}).items()}
     data["no_fallback_env"] = {str(k): _env_text(v) for k, v in (data.get("no_fallback_env") or {}).items()}
     data["tracking"] = {str(k): str(v) for k, v in (data.get("tracking") or {}).items() if v}
+    data["claims"] = {str(k): v for k, v in (data.get("claims") or {}).items() if v is not None}
     # an empty value means the default, in a section as at the top
     data["distributed"] = dict(DISTRIBUTED_DEFAULTS, **{k: v for k, v in (data.get("distributed") or {}).items()
                                                         if v is not None})
@@ -264,6 +273,24 @@ def load_profile(name_or_path: str | os.PathLike) -> BackendProfile:
     for key in ("c10d_backend", "device_env"):
         data["distributed"][key] = str(data["distributed"][key] or "")
     return BackendProfile(path=str(path), **{k: v for k, v in data.items() if v is not None})
+
+
+def resolve_claims(claims: dict, where: str) -> dict:
+    """A profile's ``claims`` section as {operators, dtypes, features}: ``{from: module:function}``
+    is called (it returns the same mapping); empty lists are dropped."""
+    claims = dict(claims or {})
+    if "from" in claims:
+        source = str(claims["from"])
+        module, _, func = source.partition(":")
+        try:
+            claims = getattr(importlib.import_module(module), func)() if module and func else None
+        except (ImportError, AttributeError) as exc:
+            raise UserError(f"backend profile {where}: claims.from {source!r} cannot be called ({exc}); "
+                            "name an importable module:function") from None
+        if not isinstance(claims, dict) or set(claims) - {"operators", "dtypes", "features"}:
+            raise UserError(f"backend profile {where}: claims.from {source!r} must return a mapping with "
+                            "operators, dtypes and/or features")
+    return {k: [str(x) for x in claims[k]] for k in ("operators", "dtypes", "features") if claims.get(k)}
 
 
 def _plain(value):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from torchconform.core.claims import FEATURES
 from torchconform.core.yamlpos import PosDict, PosList, Problem, suggest
 
 # key -> (kind, what it holds).  Kinds: str, module (dotted module name), call
@@ -40,6 +41,8 @@ KEYS = {
                             "fallback and host_only evidence from the backend itself"),
     "no_fallback_env": ("mapping", "environment variables set before the backend loads under `run --no-fallback` "
                                    "(the backend's own strict switches)"),
+    "claims": ("mapping", "what the backend claims to support: operators (patterns), dtypes, features; or "
+                          "{from: module:function} to ask the backend (the support manifest, `torchconform claims`)"),
 }
 REQUIRED = ("device",)
 
@@ -56,6 +59,15 @@ DISTRIBUTED_KEYS = {
     "device_env": ("str", "variable pinning a rank to its device before the backend loads ('': set_device)"),
     "missing_collective_patterns": ("regexes", "the backend's 'collective not implemented' messages; "
                                                "a (?P<collective>...) group"),
+}
+
+# claims (torchconform/core/claims.py judges them against a build's results and census)
+CLAIMS_KEYS = {
+    "operators": ("patterns", "fnmatch patterns: with :: ATen overloads (aten::add = every overload), "
+                              "without OpInfo names (nn.functional.*)"),
+    "dtypes": ("dtypes", "dtypes the backend claims (float32, bfloat16, ...)"),
+    "features": ("features", f"features it claims: {', '.join(FEATURES)}"),
+    "from": ("call", "module:function returning the claims as a mapping (refdev: torchconform.refdev:declared_claims)"),
 }
 
 # tracking: names of functions of ``module`` (default: the profile's backend_module; a run's
@@ -96,7 +108,7 @@ def check_profile(data, path: str) -> list[Problem]:
         if not data.get(key):
             err(data.line, f"missing {key!r}; name the torch device type, e.g. device: refdev")
     for key, (kind, _) in KEYS.items():
-        if key in data and key not in ("dtype_policy", "env", "distributed", "tracking", "no_fallback_env"):
+        if key in data and key not in ("dtype_policy", "env", "distributed", "tracking", "no_fallback_env", "claims"):
             _check_value(data[key], kind, key, data.line_of(key), err)
     if "dtype_policy" in data:
         _check_section(data, "dtype_policy", DTYPE_POLICY_KEYS, err)
@@ -111,6 +123,12 @@ def check_profile(data, path: str) -> list[Problem]:
         if isinstance(tracking, PosDict) and not any(tracking.get(k) for k in ("fallback_ops", "executed_ops")):
             err(data.line_of("tracking"), "tracking names no function; give fallback_ops and/or executed_ops "
                                           "(e.g. fallback_ops: get_fallback_ops)")
+    if "claims" in data:
+        _check_section(data, "claims", CLAIMS_KEYS, err)
+        claims = data["claims"]
+        if isinstance(claims, PosDict) and "from" in claims and len(claims) > 1:
+            err(claims.line_of("from"), "claims: `from` asks the backend for every claim; write no operators, dtypes "
+                                        "or features beside it")
     for key in ("env", "no_fallback_env"):
         if key not in data:
             continue
@@ -175,7 +193,7 @@ def _check_value(value, kind, key, line, err) -> None:
     elif kind == "mapping":
         if not isinstance(value, dict):
             err(line, f"{key} must be a mapping")
-    elif kind in ("names", "regexes", "dtypes"):
+    elif kind in ("names", "regexes", "dtypes", "patterns", "features"):
         if not isinstance(value, PosList) or not all(isinstance(x, str) for x in value):
             err(line, f"{key} must be a list of text items (each on a `- ` line, or [a, b])")
             return
@@ -184,6 +202,12 @@ def _check_value(value, kind, key, line, err) -> None:
                 _check_regex(item, key, item_line, err)
             elif kind == "dtypes" and not _is_dtype(item):
                 err(item_line, f"{key}: unknown dtype {item!r}; use torch names like float64, complex128")
+            elif kind == "features" and item not in FEATURES:
+                err(item_line, f"{key}: unknown feature {item!r} ({suggest(item, list(FEATURES))}); "
+                               f"use some of {', '.join(FEATURES)}")
+            elif kind == "patterns" and (not item.strip() or " " in item or item.count("::") > 1):
+                err(item_line, f"{key}: {item!r} is not an operator pattern; write aten::add, aten::add.Tensor, "
+                               "aten::linalg_* or an OpInfo name such as nn.functional.relu")
 
 
 def _check_regex(pattern, key, line, err) -> None:

@@ -28,5 +28,6 @@ def upgrade():
 
 
 def downgrade():
-    with op.batch_alter_table("result_values") as batch:
-        batch.drop_column("tier")
+    # In place on both databases (SQLite has dropped columns since 3.35): a batch copy of
+    # result_values would drop a table that results and build_values still reference.
+    op.drop_column("result_values", "tier")

@@ -39,7 +39,20 @@ struct AliasMap {
     return nullptr;
   }
 
+  // One CPU alias per device tensor: an argument passed twice (cat(x, y, out=x)) must be one
+  // tensor to the CPU kernel, whose overlap checks start from identity (an empty tensor
+  // overlaps only itself); two aliases of x looked like two tensors and the overlap passed.
+  std::vector<std::pair<c10::TensorImpl*, at::Tensor>> impl_to_alias;
+
   at::Tensor alias(const at::Tensor& t) {
+    for (auto& e : impl_to_alias)
+      if (e.first == t.unsafeGetTensorImpl()) return e.second;
+    at::Tensor made = make_alias(t);
+    impl_to_alias.emplace_back(t.unsafeGetTensorImpl(), made);
+    return made;
+  }
+
+  at::Tensor make_alias(const at::Tensor& t) {
     auto st = cpu_storage(t.storage());
     auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(st), c10::DispatchKeySet(c10::DispatchKey::CPU),
                                                         t.dtype());

@@ -8,12 +8,12 @@ the broken promises.  A build that recorded no claims passes quietly.
 from __future__ import annotations
 
 from torchconform.gated import gated_build
+from torchconform.core.claims import base_of
+from torchconform.db.claims import claims_of
 
 
 def claim_findings(limit: int = 5) -> tuple[list[dict] | None, str]:
     """(findings, detail): one finding per broken claim; None: no claims to judge."""
-    from torchconform.core.claims import base_of
-    from torchconform.db.claims import claims_of
 
     current = gated_build()
     if current is None:

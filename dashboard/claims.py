@@ -8,13 +8,13 @@ the table macro escape what they print (jinja2 autoescape).
 from __future__ import annotations
 
 from torchconform.dashboard.tables import Table
+from torchconform.db.claims import claims_of
 
 _ORDER = {"broken": 0, "unverified": 1, "verified": 2}
 
 
 def read(store, build: str) -> dict | None:
     """{"headline", "counts", "coverage", "source", "report"} of the build, None without claims."""
-    from torchconform.db.claims import claims_of
 
     report, source = claims_of(store, build)
     if report is None:

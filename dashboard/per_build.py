@@ -23,6 +23,7 @@ from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.pages import build as build_page
 from torchconform.dashboard.pages import diff as diff_page
 from torchconform.dashboard.pages import coverage, evaluation, matrix, missing, perf, search
+from torchconform.db.not_run import with_not_run
 
 
 # What a retired build reads of its results: its breakdowns need no more.
@@ -92,7 +93,6 @@ def _breakdowns(queries, b: BuildInfo, data: BuildData, store=None) -> tuple[dic
     # every test has exactly one suite, so the per-suite breakdowns add up to the build's
     b.summary = merge_breakdowns(b.name, by_suite.values())
     if store is not None:
-        from torchconform.db.not_run import with_not_run
         with_not_run(store, b.name, b.summary)
     return by_suite, data.summary_by(queries, "file")
 

@@ -15,6 +15,7 @@ from torchconform.config import mask_password
 from torchconform.core.breakdown import breakdown_of_counts
 from torchconform.db import series as series_mod
 from torchconform.db.models import DONE_STATES, builds, result_values, results, runs, tests
+from torchconform.db.not_run import with_not_run
 from torchconform.db.read_rows import latest_results
 from torchconform.db.read_tiers import with_build_tiers
 from torchconform.db.runstate import absent_runs, build_complete, effective_status
@@ -123,7 +124,6 @@ def summary(store, build: str) -> dict:
                  .group_by(V.outcome, V.kind, V.missing_op))
         rows = conn.execute(query).all()
     b = {**breakdown_of_counts(build, rows), **completeness(build_info(store, build))}
-    from torchconform.db.not_run import with_not_run
     with_not_run(store, build, b)   # "not_run": what the selections left out (db/not_run.py)
     return with_build_tiers(store, build, b)   # "tiers", "near_misses" (db/read_tiers.py)
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 from torchconform.errors import UserError
 from torchconform import settings
+from torchconform.core.claims import FEATURES
 from torchconform.core.yamlpos import YamlError, load_data
 
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
@@ -275,8 +276,6 @@ def load_profile(name_or_path: str | None = None) -> Profile:
 
 def _claims(path: str, raw) -> dict:
     """The ``claims`` section (see _CLAIMS_KEYS)."""
-    from torchconform.core.claims import FEATURES
-
     if raw is None:
         return {}
     if not isinstance(raw, dict) or set(raw) - _CLAIMS_KEYS:

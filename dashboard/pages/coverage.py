@@ -14,6 +14,7 @@ import json
 
 from torchconform.dashboard.staging import write_text
 from torchconform.dashboard.tables import Table
+from torchconform.db.coverage import build_coverage, headline
 
 ROWS_SHOWN = 500
 LISTS = ("reached_ops", "unreached")   # in coverage.json only as the tables' downloads
@@ -44,15 +45,11 @@ def unreached_table(stem: str, cov: dict) -> Table:
 
 
 def read(store, build_name: str) -> dict:
-    from torchconform.db.coverage import build_coverage
-
     return build_coverage(store, build_name)
 
 
 def render(site, cov: dict, build, generated: str) -> None:
     """Write ``builds/<slug>/coverage.html`` and ``coverage.json`` from ``cov`` (db/coverage.py)."""
-    from torchconform.db.coverage import headline
-
     base = f"builds/{build.slug}/"
     path = site.out_dir / (base + "coverage.json")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,8 @@ from torchconform.core.classify import classify_text
 from torchconform.core.device import torch_versions
 from torchconform.core.numeric import FIELDS as NUMERIC_FIELDS, outcome_tier
 from torchconform.collectors.session import PENDING_SETUP_KEY, device_ready, is_xdist_controller
-from torchconform.collectors.stopping import INTERRUPTED, _raise_interrupt, stop_workers
+from torchconform.collectors.recording import STOP_PREFIX, say
+from torchconform.collectors.stopping import INTERRUPTED, _raise_interrupt, early_stop, stop_workers
 from torchconform.core.outcome import (
     CRASH, ERROR, FAIL, INTERRUPTED_MESSAGE, PASS, PASS_FALLBACK, TIMEOUT, Outcome, bound_message,
 )
@@ -237,6 +238,12 @@ class ControllerPlugin:
             self.flush()
             if self.traits.stats["candidates"]:
                 self.run["trait_reruns"] = dict(self.traits.stats)
+            early = early_stop(session, self.config, self.run.get("planned"), self.total)
+            if early is not None and int(exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+                # -x or --maxfail left planned tests unrun: the run is interrupted (a later
+                # --resume runs the rest) and the CLI says INCOMPLETE with the count
+                say(self.config, STOP_PREFIX + early)
+                exitstatus = pytest.ExitCode.INTERRUPTED
             self.run.update(end_time=_now(), exitstatus=int(exitstatus), total=self.total, outcomes=dict(self.counts))
             self.config.hook.pytest_torchconform_run_end(config=self.config, run=self.run, exitstatus=int(exitstatus))
         for signum, handler in self._old_signals.items():

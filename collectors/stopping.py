@@ -42,3 +42,18 @@ def _raise_interrupt(signum, frame):
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, signal.SIG_IGN)
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def early_stop(session, config, planned, recorded: int) -> str | None:
+    """Why pytest ended the run before its planned tests ran, when the user asked it to stop
+    early (``-x``, ``--maxfail``: pytest's ``shouldfail``/``shouldstop``, on the session or on
+    xdist's controller); None when every planned test ran or the stop is one the runner
+    itself reports (a signal, a failed sink, workers that could not start)."""
+    if INTERRUPTED.is_set() or planned is None or recorded >= int(planned):
+        return None
+    dsession = config.pluginmanager.getplugin("dsession")
+    for why in (session.shouldfail, session.shouldstop, getattr(dsession, "shouldstop", None)):
+        if why and not str(why).startswith("torchconform"):
+            return f"pytest stopped early ({why}: -x or --maxfail)" if isinstance(why, str) \
+                else "pytest stopped early (-x or --maxfail)"
+    return None

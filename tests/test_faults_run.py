@@ -140,6 +140,26 @@ def test_a_test_calling_os_exit_in_a_serial_run_is_a_crash_and_the_run_incomplet
     no_process_left(tmp_path)
 
 
+@pytest.mark.parametrize("stop", ["-x", "--maxfail=1"])
+def test_a_run_stopped_by_x_or_maxfail_is_incomplete_and_resumable(tmp_path, stop):
+    """Before: a run -x stopped ended `finished`, so the build looked complete with 1 of 3 tests."""
+    db = tmp_path / "t.db"
+    args = run_args("fx_maxfail", "stopped", db)
+    proc = tc(args[:-1] + [stop, args[-1]], tmp_path)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    one_error(proc.stderr, "run INCOMPLETE", "pytest stopped early", "-x or --maxfail",
+              "2 of 3 planned tests not run", "--resume --build stopped")
+    assert sorted(stored(db, "stopped")) == ["test_a_fails"]
+    assert build_row(db, tmp_path, "stopped")["complete"] is False
+    summary = json.loads(tc(["summary", "--build", "stopped", "--json", "--db", db], tmp_path).stdout)
+    assert summary["unfinished_runs"][0]["status"] == "interrupted"
+    resumed = tc(run_args("fx_maxfail", "stopped", db, 0, "--resume"), tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]   # only the two unrun tests ran (test_a_fails has its result)
+    assert sorted(stored(db, "stopped")) == ["test_a_fails", "test_b_after", "test_c_after"]
+    assert build_row(db, tmp_path, "stopped")["complete"] is True
+    no_process_left(tmp_path)
+
+
 # -- item 5: a daemon left behind ------------------------------------------------------------
 
 @pytest.mark.parametrize("workers", [0, 2])

@@ -381,7 +381,7 @@ def format_report(report: ClaimReport, build: str = "", limit: int = 20) -> str:
         lines.append(f"  coverage: {cov['verified']} verified of {cov['denominator']} ATen overloads the census "
                      f"sees for the device ({cov['percent']:.1f}%; {cov['census_works']} run there)")
     else:
-        lines.append(f"  coverage: {cov['verified']} verified; no census for this build, so no denominator "
+        lines.append("  coverage: not stated: no census for this build, so no denominator "
                      "(take one: torchconform census --build B)")
     counts = report.counts()
     for section in ("operators", "dtypes", "features"):

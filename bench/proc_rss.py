@@ -60,7 +60,8 @@ class Sampler:
             self.sample()
 
     def sample(self) -> None:
-        raise NotImplementedError
+        """Take one reading; each bench's sampler says what it reads (seed_scale, zoo_scale)."""
+        raise NotImplementedError(f"{type(self).__name__} must define sample()")
 
 
 class TreeRss(Sampler):

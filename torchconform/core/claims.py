@@ -322,10 +322,8 @@ def judge(claims: Claims, cells, census=None) -> ClaimReport:
             report.dtypes.append(Verdict(dtype, BROKEN, f"the device refuses it ({sum(c.count for c in refused)} "
                                                         "tests skip_backend/unsupported_dtype)"))
         elif explained:
-            ops = sorted({c.op for c in explained})
             report.dtypes.append(Verdict(dtype, BROKEN, f"{sum(c.count for c in explained)} tests fail at {dtype} "
-                                                        f"that pass at another dtype ({', '.join(ops[:3])}"
-                                                        f"{', ...' if len(ops) > 3 else ''})"))
+                                                        f"that pass at another dtype ({_some_ops(explained)})"))
         elif any(_passes(c) for c in mine):
             report.dtypes.append(Verdict(dtype, VERIFIED, f"{sum(c.count for c in mine if _passes(c))} tests pass"))
         else:
@@ -349,10 +347,8 @@ def judge(claims: Claims, cells, census=None) -> ClaimReport:
                      and (passing_features[(c.suite, c.op, c.dtype)] - {feature}
                           or (feature in _STANDALONE and not features_of_key[(c.suite, c.op, c.dtype)] - {feature}))]
         if explained:
-            ops = sorted({c.op for c in explained})
             report.features.append(Verdict(feature, BROKEN, f"{sum(c.count for c in explained)} tests: "
-                                                            f"{_what(explained)} ({', '.join(ops[:3])}"
-                                                            f"{', ...' if len(ops) > 3 else ''})"))
+                                                            f"{_what(explained)} ({_some_ops(explained)})"))
         elif any(_passes(c) for c in mine):
             report.features.append(Verdict(feature, VERIFIED, f"{sum(c.count for c in mine if _passes(c))} tests pass"))
         else:
@@ -371,6 +367,12 @@ def judge(claims: Claims, cells, census=None) -> ClaimReport:
                             and f not in claims.features}),
     }
     return report
+
+
+def _some_ops(cells) -> str:
+    """The first three operators of ``cells`` by name, "..." when there are more."""
+    ops = sorted({c.op for c in cells})
+    return ", ".join(ops[:3]) + (", ..." if len(ops) > 3 else "")
 
 
 def format_report(report: ClaimReport, build: str = "", limit: int = 20) -> str:

@@ -56,6 +56,7 @@ class Graph:
     files: dict = field(default_factory=dict)          # module name -> path
     edges: dict = field(default_factory=lambda: defaultdict(set))   # module -> modules it imports
     inside_functions: int = 0                           # import statements of ours inside a def
+    unexplained: list = field(default_factory=list)     # "path:line" of those without a comment saying why
 
     def folder(self, module: str) -> str:
         if module == ENTRY:
@@ -110,11 +111,26 @@ def _resolve(graph: Graph, module: str, is_package: bool, node: ast.AST) -> list
     return targets
 
 
+def _explained(lines: list[str], lineno: int) -> bool:
+    """An import inside a function stays there only for a reason said in a comment: on its
+    own line, or on the line above it or above the block of imports (blank lines between) it belongs to."""
+    if "#" in lines[lineno - 1]:
+        return True
+    above = lineno - 2
+    while above >= 0 and (not lines[above].strip() or lines[above].strip().startswith(("import ", "from "))):
+        if "#" in lines[above]:
+            return True
+        above -= 1
+    return above >= 0 and lines[above].strip().startswith("#")
+
+
 def build(root: str = ROOT) -> Graph:
     folders = components(root)
     graph = Graph(components=tuple(folders), files=_modules(root, folders))
     for module, path in graph.files.items():
-        tree = ast.parse(open(path).read(), filename=path)
+        source = open(path).read()
+        tree = ast.parse(source, filename=path)
+        lines = source.splitlines()
         is_package = path.endswith("__init__.py")
         in_function = set()
         for fn in ast.walk(tree):
@@ -128,6 +144,8 @@ def build(root: str = ROOT) -> Graph:
             targets = [t for t in _resolve(graph, module, is_package, node) if t != module]
             if targets and id(node) in in_function:
                 graph.inside_functions += 1
+                if not _explained(lines, node.lineno):
+                    graph.unexplained.append(f"{os.path.relpath(path, root)}:{node.lineno}")
             graph.edges[module].update(targets)
     return graph
 
@@ -204,6 +222,7 @@ def figures(graph: Graph, floors=FLOORS) -> dict:
     return {
         "files": len(graph.files),
         "imports_inside_functions": graph.inside_functions,
+        "imports_inside_functions_unexplained": sorted(graph.unexplained),
         "folder_pairs_both_ways": [(a, b, between[(a, b)], between[(b, a)]) for a, b in pairs],
         "folder_groups": strongly_connected(set(folder_graph) | {b for bs in folder_graph.values() for b in bs}, folder_graph),
         "file_circles": strongly_connected(graph.files, graph.edges),
@@ -220,7 +239,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     found = figures(build())
     print(f"files: {found['files']}")
-    print(f"imports of ours inside functions: {found['imports_inside_functions']}")
+    print(f"imports of ours inside functions: {found['imports_inside_functions']}"
+          f" ({len(found['imports_inside_functions_unexplained'])} without a comment saying why)")
+    if args.detail:
+        for where in found["imports_inside_functions_unexplained"]:
+            print("  " + where)
     print(f"folder pairs importing each other: {len(found['folder_pairs_both_ways'])}")
     for a, b, ab, ba in found["folder_pairs_both_ways"]:
         print(f"  {a} <-> {b}  ({ab} file edges one way, {ba} the other)")

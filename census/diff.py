@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from torchconform import gated
 from torchconform.core.dispatch import Row
+from torchconform.census import records
 
 
 @dataclass
@@ -65,8 +66,6 @@ def format_diff(d: CensusDiff, limit: int = 50) -> str:
 
 def builds_diff(store, build: str, baseline: str) -> CensusDiff | None:
     """The stored censuses of ``baseline`` -> ``build``; None when either has none."""
-    from torchconform.census import records
-
     old_rows, new_rows = records.load(store, baseline), records.load(store, build)
     if old_rows is None or new_rows is None:
         return None

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from torchconform.refdev import build
 
 
 # Only ATen overloads: the census lists nothing else (prim::, custom namespaces).
@@ -44,8 +45,6 @@ RECORDER_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc
 def native_recorder():
     """The compiled RecordFunction recorder, built once per torch and compiler; None where
     it cannot be built (then the dispatch mode records)."""
-    from torchconform.refdev import build
-
     return build.optional_extension(RECORDER_SOURCE, "census_opset", "the census's operator recorder")
 
 

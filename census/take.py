@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from torchconform.census import trace
 from torchconform.core import dispatch
 from torchconform.errors import UserError
+from torchconform import refdev
+from torchconform.core.device import setup_device
+from torchconform.core.profile import available_profiles, load_profile, shipped_profile_for
 
 
 @dataclass
@@ -36,8 +39,6 @@ class Census:
 def backend_profile(device: str, profile: str = ""):
     """The backend profile the plugin would pick for ``device`` (collectors/settings.py's rule);
     the CLI passes what ``run`` would use (cmd_census.py), probed defaults included."""
-    from torchconform.core.profile import available_profiles, load_profile, shipped_profile_for
-
     name = profile or shipped_profile_for(device)
     if not name:
         raise UserError(f"no backend profile for device {device!r}; pass --profile with one of "
@@ -51,8 +52,6 @@ def backend_profile(device: str, profile: str = ""):
 
 def _refdev_fallback(device: str) -> tuple[list[str], str]:
     """refdev's fallback operators (describe()) when the device under test is refdev."""
-    from torchconform import refdev
-
     if not refdev.is_loaded() or refdev.device_name() != device:
         return [], ""
     info = refdev.describe()
@@ -90,8 +89,6 @@ def take_census(device: str, profile: str = "", backend_module: str = "", do_tra
     ``observed_fallback``: operators the build's passing tests ran through the CPU fallback
     (census/agreement.py ``findings``): one whose registered kernel the dispatcher shows is
     ``fallback`` (via observed-in-tests), since the kernel calls the fallback itself."""
-    from torchconform.core.device import setup_device
-
     start = time.perf_counter()
     loaded = backend_profile(device, profile)
     setup_device(device, loaded, backend_module)

@@ -18,12 +18,12 @@ from torchconform.core.classify import (
 from torchconform.collectors.dispatchwatch import host_phase
 from torchconform.core import numeric
 from torchconform.core.outcome import MISSING_OP
+from torchconform.core.profile import load_profile
 
 
 @functools.lru_cache(maxsize=None)
 def active_profile():
     """The backend profile the plugin set up (TORCHCONFORM_PROFILE), else the device's."""
-    from torchconform.core.profile import load_profile
     path = settings.given("TORCHCONFORM_PROFILE") or settings.get("TORCHCONFORM_DEVICE")
     return load_profile(path)
 

@@ -23,6 +23,10 @@ from torchconform.db.runstate import shard_label
 from torchconform.sweep import engines, history, shards
 from torchconform.sweep.progress import Progress
 from torchconform.sweep.protocol import Settings, Task
+from torchconform.core.profile import available_profiles, load_profile, shipped_profile_for
+from torchconform.db import locks, read_builds
+from torchconform.db.model_ops import stored
+from torchconform.db.opening import open_store
 
 
 @dataclass
@@ -71,8 +75,6 @@ def resolve_profile(device: str, profile: str):
     (skiplists/torchvulkan/ is device vulkan), else the one ``run`` or ``backend init`` wrote
     for it (.torchconform/profiles/<device>.yaml, skiplists/backend_setup.py)."""
     import os
-
-    from torchconform.core.profile import available_profiles, load_profile, shipped_profile_for
 
     if not profile and device:
         generated = os.path.join(".torchconform", "profiles", f"{device}.yaml")   # backend_setup.GENERATED_DIR
@@ -156,9 +158,6 @@ def stop_on_signals():
 def run_sweep(opts: SweepOptions) -> SweepReport:
     import torch
 
-    from torchconform.db import locks
-    from torchconform.db.opening import open_store
-
     bad = [v for v in opts.variants if v not in VARIANTS]
     if bad or not opts.variants:
         raise UserError(f"unknown variant(s) {', '.join(bad) or '(none)'}; choose from {', '.join(VARIANTS)}")
@@ -200,16 +199,12 @@ def run_sweep(opts: SweepOptions) -> SweepReport:
 def _mark_traced(store, tasks, torch_version: str) -> None:
     """Tell each task which operator sets the store has (db/model_ops.py): the worker
     traces only the others (its own torch and library versions decide, not ours)."""
-    from torchconform.db.model_ops import stored
-
     have = stored(store, [t.model_id for t in tasks], torch_version)
     for task in tasks:
         task.traced = have.get(task.model_id, ())
 
 
 def _run(opts, engine, store, run_id, lock, stop, prof, device, mine, tasks, complete) -> SweepReport:
-    from torchconform.db import read_builds
-
     settings = Settings(device=device, profile=prof.path or prof.name, variants=tuple(opts.variants),
                         compile_backend=opts.compile_backend, timeout=opts.timeout,
                         memory_limit_mb=opts.memory_limit_mb, threads=opts.threads,

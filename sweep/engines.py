@@ -10,6 +10,7 @@ from typing import Callable
 
 from torchconform.errors import UserError
 from torchconform.sweep.protocol import Engine
+from torchconform.suites.models import backend
 
 _FACTORIES: dict[str, Callable[..., Engine]] = {}
 
@@ -37,8 +38,6 @@ def device_count(profile, device: str) -> int:
     if device == "cpu":
         return 1
     import torch
-
-    from torchconform.suites.models import backend
 
     backend.prepare(profile)
     module = getattr(torch, device, None)

@@ -25,6 +25,7 @@ from torchconform.db.models import FINISHED, builds, runs
 from torchconform.errors import UserError
 from torchconform.procs import die_with_parent, forward_signals
 from torchconform.db.runstate import shard_label
+from torchconform.db.opening import open_store
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -73,8 +74,6 @@ def holding_shard(store, build: str, suite: str, shard: int, shards: int):
 def run_pytest_sweep(cmd: list[str], build: str, suite: str, shard: int, shards: int, resume: bool,
                      db: str | None) -> int:
     """Run ``cmd`` (a ``torchconform run`` command line) as this shard's sweep; its exit status."""
-    from torchconform.db.opening import open_store
-
     store = open_store(db_url(db))
     try:
         with holding_shard(store, build, suite, shard, shards) as lock:

@@ -19,6 +19,9 @@ import os
 import tempfile
 
 import pytest
+from torchconform.config import db_url
+from torchconform.db.opening import open_store
+from torchconform.sweep import history, shards
 
 _SNAPSHOT = "tc_sweep_snapshot"
 _SNAPSHOT_KEY = pytest.StashKey()
@@ -38,9 +41,6 @@ def _store_facts(config, suite_hint: str):
     build = config.getoption("tc_build", None)
     if not db:
         return {}, set()
-    from torchconform.config import db_url
-    from torchconform.db.opening import open_store
-    from torchconform.sweep import history
 
     store = open_store(db_url(db))
     try:
@@ -98,8 +98,6 @@ def pytest_unconfigure(config):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    from torchconform.sweep import shards
-
     n, i = config.getoption("tc_sweep_shards"), config.getoption("tc_sweep_shard")
     resume = config.getoption("tc_sweep_resume")
     if not _wanted(config):

@@ -27,6 +27,10 @@ from dataclasses import dataclass
 from torchconform.errors import UserError
 from torchconform.sweep import failures
 from torchconform.sweep.protocol import STARTUP_TIMEOUT, Engine, Settings, Task, TaskResult
+from torchconform.core.outcome import Outcome
+from torchconform.db.once import add_outcomes_once, retrying
+from torchconform.db.opening import open_store
+from torchconform.sweep.ray_task import RUNNING, STARTED, run_task, stored_variants
 
 # Ray's resource name per device type; anything else needs only a CPU slot.
 DEVICE_RESOURCES = {"neuron": {"resources": {"neuron_cores": 1}}, "cuda": {"num_gpus": 1}}
@@ -113,9 +117,6 @@ class RayEngine(Engine):
         return ray
 
     def run(self, tasks, settings: Settings, on_result) -> None:
-        from torchconform.db.opening import open_store
-        from torchconform.sweep.ray_task import run_task
-
         tasks = list(tasks)
         if not tasks:
             return
@@ -174,9 +175,6 @@ class RayEngine(Engine):
         None when its node died and it should run again."""
         from ray.exceptions import NodeDiedError
 
-        from torchconform.core.outcome import Outcome
-        from torchconform.sweep.ray_task import RUNNING, STARTED
-
         task = flight.task
         seconds = flight.seconds(time.monotonic())
         try:
@@ -208,9 +206,6 @@ class RayEngine(Engine):
     def _lost(task, settings, store, seconds, why: str, timeout: bool = False) -> TaskResult:
         """Store crash/timeout outcomes for the runs of ``task`` the store lacks; the result
         holds every outcome of its variants as stored (the task may have stored some)."""
-        from torchconform.db.once import add_outcomes_once, retrying
-        from torchconform.sweep.ray_task import stored_variants
-
         variants = tuple(task.variants or settings.variants)
         have = stored_variants(store, settings.run_id, task.model_id, variants)
         if timeout:

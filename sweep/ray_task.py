@@ -20,6 +20,14 @@ import sys
 import time
 
 from torchconform.sweep.protocol import Settings, Task
+from torchconform.core.profile import load_profile
+from torchconform.db.models import runs
+from torchconform.db.once import add_outcomes_once, retrying, stored_outcomes
+from torchconform.db.opening import open_store
+from torchconform.suites.models import backend
+from torchconform.suites.models.check import run_model, test_id
+from torchconform.sweep import failures
+from torchconform.sweep.worker import limit_memory
 
 # What a task reports before its result (the driver's clocks: ray_engine._Flight).
 RUNNING = "torchconform:task-running"   # the task's body began in a worker
@@ -30,16 +38,12 @@ _STATE = {"limited": False, "prepared": set()}
 
 
 def _store(url: str):
-    from torchconform.db.opening import open_store
-
     if url not in _STORES:
         _STORES[url] = open_store(url)
     return _STORES[url]
 
 
 def _write(settings: Settings, model_id: str, outcomes: list) -> tuple[list, list]:
-    from torchconform.db.once import add_outcomes_once, retrying
-
     def attempt():
         return add_outcomes_once(_store(settings.store_url), settings.run_id, outcomes, lock_key=model_id)
 
@@ -56,10 +60,6 @@ def stored_variants(store, run_id: int, model_id: str, variants) -> dict:
     """variant -> the outcome the run's build already has for it (a rerun of a lost task)."""
     from sqlalchemy import select
 
-    from torchconform.db.models import runs
-    from torchconform.db.once import stored_outcomes
-    from torchconform.suites.models.check import test_id
-
     with store.read() as conn:
         build_id = conn.execute(select(runs.c.build_id).where(runs.c.id == run_id)).scalar_one()
         have = stored_outcomes(conn, build_id, [test_id(model_id, v) for v in variants])
@@ -68,10 +68,6 @@ def stored_variants(store, run_id: int, model_id: str, variants) -> dict:
 
 def _bring_up(settings: Settings):
     import torch
-
-    from torchconform.core.profile import load_profile
-    from torchconform.suites.models import backend
-    from torchconform.sweep.worker import limit_memory
 
     profile = load_profile(settings.profile)
     torch.set_num_threads(max(1, settings.threads))
@@ -96,9 +92,6 @@ def run_task(task: Task, settings: Settings):
     A Ray streaming task: yields ``RUNNING`` as its body begins, ``STARTED`` once the
     backend is up and the model begins, then ``{"worker": worker_name(), "outcomes":
     [...]}``: every outcome of the task's variants (stored now or before) as dicts."""
-    from torchconform.suites.models.check import run_model
-    from torchconform.sweep import failures
-
     yield RUNNING
     variants = tuple(task.variants or settings.variants)
     have = stored_variants(_store(settings.store_url), settings.run_id, task.model_id, variants)

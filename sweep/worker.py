@@ -82,6 +82,7 @@ def main(conn, name: str, settings, index: int | None, parent_pid: int | None = 
         signal.signal(signum, signal.SIG_IGN)
     faulthandler.enable()  # a segfault prints the Python stack to stderr before dying
     try:
+        # imported inside the try, after the signals are set: a failing import is the worker's reported error
         import torch
 
         from torchconform.core.profile import load_profile

@@ -53,6 +53,7 @@ class Context:
                                    f"need it; the device module of {self.device_type} has no {attr})")
 
     def tolerances(self, dtype=None) -> dict:
+        # suites.common loads torch: kept out of this module's top (see _setup)
         from torchconform.suites.common import tolerances
         return tolerances(dtype or self.dtype)
 
@@ -100,6 +101,7 @@ def backend_string(device_type: str, profile) -> str:
 
 
 def _setup() -> Context:
+    # imported in the rank, not at module level: an import that fails is then the rank's reported error (main)
     from torchconform.core.device import setup_device
     from torchconform.core.profile import load_profile
 
@@ -125,22 +127,22 @@ def main(argv: list[str]) -> int:
     try:
         ctx = _setup()
         ctx.params = json.loads(params)
+        # every import below may fail on a broken backend: inside the try, the failure is the rank's result
         import datetime
 
         import torch.distributed as dist
 
+        from torchconform.collectors.devicecheck import DeviceCheck
         from torchconform.suites.distributed.launch import rank_timeout
 
         dist.init_process_group(backend=backend_string(ctx.device_type, ctx.profile),
                                 timeout=datetime.timedelta(seconds=rank_timeout()))
         module, _, func = program.partition(":")
-        from torchconform.collectors.devicecheck import DeviceCheck
-
         check = DeviceCheck(ctx.device_type) if ctx.device_type != "cpu" else None
         with check.watch() if check else contextlib.nullcontext() as touch:
             values = getattr(importlib.import_module(module), func)(ctx) or {}
     except BaseException as exc:  # every failure is the test's result, reported whole
-        from torchconform.core.classify import render_chain
+        from torchconform.core.classify import render_chain  # reached even when the imports above failed
 
         error = f"{type(exc).__name__}: {exc}\n{render_chain(exc)}"
         words = c10d_backend_words(error, settings.get("TORCHCONFORM_DEVICE"))

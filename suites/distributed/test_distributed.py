@@ -8,6 +8,9 @@ from torchconform import settings
 from torchconform.core.notes import note
 from torchconform.core.traitnotes import trait_note
 from torchconform.suites.distributed import launch
+from torchconform.collectors.devicecheck import report_touch_elsewhere
+from torchconform.suites.common import active_profile, device_type
+from torchconform.suites.distributed.rank import backend_string
 
 PROGRAMS = "torchconform.suites.distributed.programs"
 FULL = settings.get("TORCHCONFORM_SELECTION") == "full"
@@ -18,7 +21,6 @@ FORMS = {"all_reduce": ["c10d", "functional"], "broadcast": ["c10d", "functional
 
 
 def _unsupported() -> set[str]:
-    from torchconform.suites.common import active_profile
     return active_profile().unsupported_dtypes
 
 
@@ -38,9 +40,6 @@ _NO_C10D_BACKEND: dict[str, str] = {}
 def no_c10d_backend() -> str:
     """The ``torchconform missing c10d backend: ...`` words when the device under test has
     no c10d backend (the ranks' own check, rank.backend_string, made here once), else ""."""
-    from torchconform.suites.common import active_profile, device_type
-    from torchconform.suites.distributed.rank import backend_string
-
     device = device_type()
     if device not in _NO_C10D_BACKEND:
         try:
@@ -56,9 +55,6 @@ def run(program: str, **params) -> list[dict]:
     failure is raised as its words; whether the ranks touched the device goes to the
     plugin's device check (this process never does).  Without a c10d backend for the
     device the test is skipped before any rank starts."""
-    from torchconform.collectors.devicecheck import report_touch_elsewhere
-    from torchconform.suites.common import active_profile
-
     missing = no_c10d_backend()
     if missing:
         pytest.skip(missing)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from torchconform.suites.models import hf
 from torchconform.suites.models.spec import Built, Unbuildable
+from torchconform.suites.models.hf_inputs import _vocab
 
 FAMILY = "hfclm"
 SELECTION = "neuron-causal-lm"
@@ -64,8 +65,6 @@ def inputs(config, seed: int = 0) -> dict:
     """One sequence of 1024 token ids, an all-ones mask and random labels (ids below the
     vocabulary, at most 1024 as in their test)."""
     import torch
-
-    from torchconform.suites.models.hf_inputs import _vocab
 
     high = max(2, min(_vocab(config), SEQ_LEN))
     generator = torch.Generator().manual_seed(seed)

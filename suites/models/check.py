@@ -42,6 +42,7 @@ from torchconform.suites.models import backend as backend_mod
 from torchconform.suites.models import catalog
 from torchconform.suites.models.compare import assert_same, flatten
 from torchconform.suites.models.spec import Unbuildable, split_model_id
+from torchconform.core.classify import classify_exception
 
 VARIANTS = ("eval", "train", "compile")
 SUITE = "models"
@@ -251,8 +252,6 @@ def run_model(model_id: str, device: str, profile, variants=VARIANTS, compile_ba
     ``MemoryError`` (and allocator failures) propagate, and the sweep worker
     dies like the kernel's OOM killer would have killed it."""
     import torch
-
-    from torchconform.core.classify import classify_exception
 
     compile_backend = compile_backend or profile.compile_backend or "eager"
     start = time.perf_counter()

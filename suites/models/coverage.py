@@ -32,6 +32,11 @@ import yaml
 from torchconform.errors import UserError
 from torchconform.core.yamlpos import load_data
 from torchconform.suites.models.data_files import data_path
+from torchconform.config import db_url
+from torchconform.db.models import builds, result_values, results, tests
+from torchconform.db.opening import open_store
+from torchconform.suites.models import hf
+from torchconform.suites.models.spec import Unbuildable
 
 _PIN = re.compile(r"^transformers-(?P<transformers>.+)-torch-(?P<torch>\d+\.\d+)\.yaml$")
 
@@ -68,8 +73,6 @@ def pins() -> list[tuple[str, str]]:
 def expected(version: str | None = None) -> dict:
     """The pinned covered set for transformers ``version`` (default: the installed one)
     and the running torch; ``NoPin`` when none was made for these versions."""
-    from torchconform.suites.models import hf
-
     version = version or hf.version()
     path = path_for(version)
     if not os.path.exists(path):
@@ -83,10 +86,6 @@ def expected(version: str | None = None) -> dict:
 def covered_from_store(url: str, build: str) -> list[str]:
     """hf model types whose every stored run in ``build`` passed."""
     from sqlalchemy import select
-
-    from torchconform.config import db_url
-    from torchconform.db.models import builds, result_values, results, tests
-    from torchconform.db.opening import open_store
 
     store = open_store(db_url(url))
     try:
@@ -120,9 +119,6 @@ def _short(message: str, limit: int = 160) -> str:
 
 
 def _rebuild_reason(name: str) -> str:
-    from torchconform.suites.models import hf
-    from torchconform.suites.models.spec import Unbuildable
-
     try:
         hf.build(name)
     except Unbuildable as exc:
@@ -137,10 +133,6 @@ def not_covered_from_store(url: str, build: str, model_types) -> dict[str, str]:
     reason: the message of its first failing run (a skip reason set in
     overrides.yaml comes through the same way), or that the build has no run of it."""
     from sqlalchemy import select
-
-    from torchconform.config import db_url
-    from torchconform.db.models import builds, result_values, results, tests
-    from torchconform.db.opening import open_store
 
     store = open_store(db_url(url))
     try:
@@ -178,9 +170,6 @@ def not_covered_from_store(url: str, build: str, model_types) -> dict[str, str]:
 
 def _check_build(url: str, build: str) -> None:
     """UserError unless ``url`` is an existing store holding ``build`` (nothing created)."""
-    from torchconform.config import db_url
-    from torchconform.db.opening import open_store
-
     with open_store(db_url(url), create=False) as store:
         store.build_row(build)
 
@@ -204,8 +193,6 @@ def main(argv=None) -> int:
     import argparse
 
     import torch
-
-    from torchconform.suites.models import hf
 
     parser = argparse.ArgumentParser(prog="python -m torchconform.suites.models.coverage",
                                      description="Write the expected covered set of the installed transformers "

@@ -12,6 +12,7 @@ import os
 
 from torchconform.suites.models.data_files import load_yaml
 from torchconform.suites.models.spec import Built, Unbuildable
+from torchconform.suites.models import hf_inputs
 
 FAMILY = "hf"
 
@@ -238,8 +239,6 @@ def make_config(model_type: str):
 def dummy_inputs(model, config, model_type: str, seed: int = 0) -> dict:
     """Inputs named after ``model.main_input_name``, the generic extra-input rules
     and the family's override entries (hf_inputs.py says how each is made)."""
-    from torchconform.suites.models import hf_inputs
-
     override = _overrides().get(model_type, {}) or {}
     return hf_inputs.dummy_inputs(model, config, override, _rules(), seed)
 

@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 
 from torchconform.suites.models.spec import Built, Unbuildable
+from torchconform.suites.models import hf
 
 
 def load_config(path: str):
     """The transformers config of ``path``, shrunk; Unbuildable when it cannot be read."""
     from transformers import AutoConfig
-
-    from torchconform.suites.models import hf
 
     try:
         with open(path, encoding="utf-8") as fh:
@@ -68,8 +67,6 @@ def model_class(architectures):
 
 
 def build(path: str, seed: int = 0) -> Built:
-    from torchconform.suites.models import hf
-
     ok, why = hf.available()
     if not ok:
         raise Unbuildable(why)

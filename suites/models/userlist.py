@@ -24,6 +24,7 @@ import ast
 import os
 
 from torchconform.errors import UserError
+from torchconform.core.yamlpos import YamlAliasError, YamlError, load_data
 
 # Families whose model name is a path (resolved against the list's folder).
 PATH_FAMILIES = ("py", "hfcfg")
@@ -33,8 +34,6 @@ CONFIG_FILE = "config.json"
 
 def read_entries(path: str) -> list[str]:
     """The raw entries of a list file: YAML list, mapping with ``models:``, or one per line."""
-    from torchconform.core.yamlpos import YamlAliasError, YamlError, load_data
-
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
     try:

@@ -3,6 +3,7 @@ forward and backward compared with CPU, per dtype (see ``test_modules.py``)."""
 from __future__ import annotations
 
 import os
+from torchconform.errors import UserError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEST_FILE = os.path.join(HERE, "test_modules.py")
@@ -21,8 +22,6 @@ def pytest_args(selection: str | None = None, modules=None) -> list[str]:
     The selection and the module filter travel as ``--tc-selection`` / ``--tc-ops``,
     which the plugin exports to the environment before the file is imported.
     """
-    from torchconform.errors import UserError
-
     args = [TEST_FILE]
     if selection:
         if selection not in ("quick", "full"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from torchconform import settings
+from torchconform.errors import UserError
 
 QUICK_MODULES = {
     "linear": ["nn.Linear", "nn.Bilinear"],
@@ -33,7 +34,6 @@ QUICK_DTYPES = (torch.float32,)
 def selection_name() -> str:
     name = settings.get("TORCHCONFORM_SELECTION")
     if name not in ("quick", "full"):
-        from torchconform.errors import UserError
         raise UserError(f"unknown modules selection {name!r}; use quick or full")
     return name
 

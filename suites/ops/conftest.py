@@ -6,6 +6,7 @@ device, so it is the plugin's (collectors/devicecheck.py, called by collectors/w
 from pathlib import Path
 
 from torchconform import settings
+from torchconform.suites.ops.selection import keep_test
 
 HERE = Path(__file__).resolve().parent
 
@@ -14,8 +15,6 @@ def pytest_collection_modifyitems(config, items):
     """The selection's per-op dtype rule (complex64 only for a few ops in quick), for
     this suite's tests only: the hook sees every item of the session, and other
     suites run in the same session keep their own complex64 tests."""
-    from torchconform.suites.ops.selection import keep_test
-
     device_type = settings.get("TORCHCONFORM_DEVICE")
     kept, dropped = [], []
     for item in items:

@@ -43,6 +43,7 @@ def run_samples(op, device, dtype, compare_cpu=False, max_samples=None):
     changes its sample), and is on CPU entirely: tensors copied, every argument naming
     the device renamed ``cpu`` (samples.cpu_copy), so the reference never runs on the
     device and compares the device with itself."""
+    # torch and the samples module load when samples run, not when this module is imported
     import torch
 
     from torchconform.suites.ops.samples import check_reference_on_cpu, cpu_copy

@@ -28,6 +28,10 @@ import torch
 from torch.testing._internal.opinfo.core import SampleInput
 
 from torchconform import settings
+from torchconform.errors import UserError
+from torchconform.core.classify import classify_exception, exception_chain
+from torchconform.core.outcome import MISSING_OP, SKIP_BACKEND
+from torchconform.suites.common import active_profile
 
 SAMPLES_ON_ENV = "TORCHCONFORM_SAMPLES_ON"
 SAMPLES_ON_CHOICES = ("device", "cpu")
@@ -38,7 +42,6 @@ def samples_on() -> str:
     """Where the samples are made: ``device`` (default) or ``cpu``."""
     value = settings.get(SAMPLES_ON_ENV).strip().lower()
     if value not in SAMPLES_ON_CHOICES:
-        from torchconform.errors import UserError
         raise UserError(f"{SAMPLES_ON_ENV}={value!r} is not a place to make samples; use device (the default) or cpu")
     return value
 
@@ -123,10 +126,6 @@ def check_reference_on_cpu(result, op_name: str) -> None:
 def device_failure_verdict(exc: BaseException):
     """The classifier's verdict when ``exc`` is the device's doing (a missing operator,
     collective, dtype...: any backend skip), else None."""
-    from torchconform.core.classify import classify_exception
-    from torchconform.core.outcome import SKIP_BACKEND
-    from torchconform.suites.common import active_profile
-
     verdict = classify_exception(exc, active_profile())
     return verdict if verdict.outcome == SKIP_BACKEND else None
 
@@ -134,13 +133,9 @@ def device_failure_verdict(exc: BaseException):
 def _creation_blocked(exc: Exception) -> unittest.SkipTest | None:
     """A skip saying a missing operator blocked making the samples, or None when
     ``exc`` is not a missing operator."""
-    from torchconform.core.classify import exception_chain
-    from torchconform.core.outcome import MISSING_OP
-
     verdict = device_failure_verdict(exc)
     if verdict is None or verdict.kind != MISSING_OP:
         return None
-    from torchconform.suites.common import active_profile
 
     profile = active_profile()
     # the dispatcher's own line (root cause first), so the skip reads "sample creation: Could not run 'aten::X' ..."

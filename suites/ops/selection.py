@@ -36,6 +36,7 @@ from __future__ import annotations
 import torch
 
 from torchconform import settings
+from torchconform.errors import UserError
 
 QUICK_OPS = {
     "unary": ["abs", "exp", "sin", "sigmoid", "sqrt", "erfinv", "frac", "nan_to_num"],
@@ -74,7 +75,6 @@ def full_name(op) -> str:
 def selection_name() -> str:
     name = settings.get("TORCHCONFORM_SELECTION")
     if name not in ("quick", "full"):
-        from torchconform.errors import UserError
         raise UserError(f"unknown ops selection {name!r}; use quick or full")
     return name
 

@@ -54,6 +54,9 @@ from torchconform.suites.ops.samples import (
 )
 from torchconform.suites.ops import error_inputs
 from torchconform.suites.ops.selection import allowed_dtypes, select_ops
+from torchconform import settings
+from torchconform.collectors.not_run import uncollected
+from torchconform.suites.ops.selection import left_out
 
 _OPS = select_ops(op_db)
 _OPS_WITH_ERROR_INPUTS = [op for op in _OPS if error_inputs.has_error_inputs(op)]
@@ -232,10 +235,6 @@ instantiate_device_type_tests(TestCommon, globals())
 def _count_left_out():
     """Tell the plugin how many tests the selection left out before collection (not-run
     accounting, collectors/not_run.py), for the device the suite runs on."""
-    from torchconform import settings
-    from torchconform.collectors.not_run import uncollected
-    from torchconform.suites.ops.selection import left_out
-
     device = settings.given("TORCHCONFORM_DEVICE")
     if not device:
         return   # plain pytest: nobody records

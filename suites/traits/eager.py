@@ -10,6 +10,7 @@ from torchconform.core.traitnotes import not_measurable
 from torchconform.suites.common import active_profile
 from torchconform.suites.traits import backend
 from torchconform.suites.traits.workload import eager_fallback_workload
+from torchconform.collectors.dispatchwatch import DispatchWatch
 
 FLOATING = ("float64", "float32", "float16", "bfloat16")
 # Candidates for "computes in", most precise first.
@@ -83,7 +84,6 @@ def _dispatcher_watch(device: str):
     fallback: aten::_to_cpu inside them, collectors/dispatchwatch.py); else None."""
     if device == "cpu":
         return None
-    from torchconform.collectors.dispatchwatch import DispatchWatch
 
     watch = DispatchWatch(device)
     privateuse1 = device == torch._C._get_privateuse1_backend_name()

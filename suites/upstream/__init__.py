@@ -180,6 +180,7 @@ def pytest_args(src: str | None = None, files=None, selection: str | None = None
     src = resolve_src(src)
     extra: list[str] = []
     if spec:
+        # only a --spec run needs the spec's reader (it loads pytest and the spec's schema)
         from torchconform.suites.upstream.spec_select import load_plan, spec_files
 
         if files:

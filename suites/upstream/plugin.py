@@ -23,18 +23,18 @@ import unittest
 
 import pytest
 
-from torchconform import settings as tc_settings
 from torchconform.suites.upstream import load_config, tiers
+from torchconform.collectors import skiplist_plugin as sp
+from torchconform.collectors.session import is_xdist_controller, option
+from torchconform.collectors.skiplist_plugin import run_mode
+from torchconform.skiplists.entries import TestInfo
+from torchconform.suites.upstream import checkout_branch, checkout_commit
 
 _GLOB = re.compile(r"[*?\[]")
 DELEGATED_KEY = pytest.StashKey[set]()
 
 
 def _device(config) -> str:
-    try:
-        from torchconform.collectors.session import option
-    except ImportError:
-        return tc_settings.given("TORCHCONFORM_DEVICE") or ""
     return option(config, "tc_device") or ""
 
 
@@ -55,8 +55,6 @@ def pytest_torchconform_run_start(config, run):
     """Record which PyTorch source ran, beside the build's own ``branch``/``commit``
     (those name the checkout the run was started from: the backend's CI checkout,
     what series and baselines follow)."""
-    from torchconform.suites.upstream import checkout_branch, checkout_commit
-
     src = str(config.rootpath)
     run.update(pytorch_src=src, pytorch_branch=checkout_branch(src), pytorch_commit=checkout_commit(src) or "")
 
@@ -66,7 +64,6 @@ def pytest_configure(config):
     device = _device(config)
     if not device:
         return
-    from torchconform.collectors.session import is_xdist_controller
 
     if is_xdist_controller(config):
         return  # tests are instantiated (and these hooks needed) on the workers only
@@ -109,8 +106,6 @@ def _set_run_tests_globals() -> None:
 
 
 def _matcher(config):
-    from torchconform.collectors import skiplist_plugin as sp
-
     return config.stash.get(sp._MATCHER_KEY, None)
 
 
@@ -119,7 +114,6 @@ def op_overrides_from_skiplist(config) -> tuple[dict, set]:
     matcher = _matcher(config)
     if matcher is None:
         return {}, set()
-    from torchconform.collectors.skiplist_plugin import run_mode
 
     entries = [e for e in matcher.entries
                if e.op is not None and run_mode(e, matcher.audit) == "skip" and e.active()
@@ -133,8 +127,6 @@ def build_op_overrides(entries) -> tuple[dict, set]:
     import torch
     from torch.testing._internal.common_methods_invocations import op_db
     from torch.testing._internal.opinfo.core import DecorateInfo
-
-    from torchconform.skiplists.entries import TestInfo
 
     overrides: dict[str, list] = {}
     used: set[str] = set()

@@ -19,6 +19,10 @@ import pytest
 
 from torchconform import settings
 from torchconform.skiplists import neuron_spec as ns
+from torchconform.collectors.session import option
+from torchconform.core.yamlpos import load_data
+from torchconform.errors import UserError
+from torchconform.skiplists.neuron_spec_io import check_section
 
 SPEC_ENV = "TORCHCONFORM_UPSTREAM_SPEC"
 
@@ -27,13 +31,9 @@ def load_plan(path: str) -> ns.Spec:
     """The configurations of a JSON spec or of an imported skiplist YAML (selection only for YAML)."""
     if path.endswith(".json"):
         return ns.parse_spec(path)
-    from torchconform.skiplists.neuron_spec_io import check_section
-    from torchconform.core.yamlpos import load_data
 
     section = (load_data(path) or {}).get("spec") if os.path.isfile(path) else None
     if section is None and not os.path.isfile(path):
-        from torchconform.errors import UserError
-
         raise UserError(f"--spec {path}: no such file; pass a torch-neuronx spec (.json) or an imported skiplist")
     check_section(section, path)
     configs = [ns.Config(index=k, select={key: c[key] for key in ns.SELECT_KEYS if key in c})
@@ -43,8 +43,6 @@ def load_plan(path: str) -> ns.Spec:
 
 def spec_files(spec: ns.Spec, src: str) -> list[str]:
     """Absolute paths of the test files the spec names, in spec order, each once."""
-    from torchconform.errors import UserError
-
     test_dir = os.path.join(src, "test")
     out: list[str] = []
     for config in spec.configs:
@@ -135,14 +133,8 @@ def pytest_configure(config):
     path = settings.given(SPEC_ENV)
     if not path:
         return
-    from torchconform.errors import UserError
 
-    try:
-        from torchconform.collectors.session import option
-
-        device = option(config, "tc_device") or ns.SPEC_DEVICE
-    except ImportError:
-        device = ns.SPEC_DEVICE
+    device = option(config, "tc_device") or ns.SPEC_DEVICE
     try:
         spec = load_plan(path)
     except UserError as exc:

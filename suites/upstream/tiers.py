@@ -82,6 +82,7 @@ def install() -> bool:
 def _record_miss(test, x, y, kwargs: dict) -> None:
     """A failed call's errors and tier; never raises (the test's own failure is the verdict)."""
     try:
+        # suites.common loads torch and the dispatch observer: this wrapper is installed before they are needed
         from torchconform.suites.common import missed_tier
 
         numeric.record(x, y)

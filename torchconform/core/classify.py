@@ -20,6 +20,7 @@ import re
 import traceback
 from dataclasses import dataclass
 
+from torchconform.core.profile import generic_profile, load_profile
 from torchconform.core.outcome import (
     CRASH, ERROR, FAIL, MISSING_C10D_BACKEND, MISSING_COLLECTIVE, MISSING_DEVICE_API, MISSING_OP, NOT_EXECUTED,
     PASS, SKIP_BACKEND, SKIP_ELIGIBILITY, SKIPLIST, TIMEOUT, UNSUPPORTED_DTYPE, XFAIL, XPASS, bound_message,
@@ -75,10 +76,8 @@ class Verdict:
 
 def _profile(profile):
     if profile is None:
-        from torchconform.core.profile import generic_profile
         return generic_profile()
     if isinstance(profile, str):
-        from torchconform.core.profile import load_profile
         return load_profile(profile)
     return profile
 

@@ -19,7 +19,7 @@ from torchconform.cli.options import add_build, add_db, add_json
 from torchconform.core import perf
 from torchconform.errors import UserError
 
-TABLE_COLUMNS = ("op", "dtype", "direction", "sample", "calls", *perf.FIGURES, "ratio")
+TABLE_COLUMNS = ("op", "dtype", "direction", "variant", "sample", "calls", *perf.FIGURES, "ratio")
 CHANGE_COLUMNS = ("baseline_ratio", "change", "verdict")
 
 
@@ -99,7 +99,7 @@ def _run(args) -> int:
 
 
 def _print_csv(result: dict) -> None:
-    changes = {(c["op"], c["dtype"], c["direction"]): c for c in result["changes"]}
+    changes = {(c["op"], c["dtype"], c["direction"], c["variant"]): c for c in result["changes"]}
     writer = csv.writer(sys.stdout, lineterminator="\n")
     extra = CHANGE_COLUMNS if result["baseline"] else ()
     writer.writerow(TABLE_COLUMNS + extra)
@@ -132,18 +132,19 @@ def _print_table(title: str, columns, rows) -> None:
 
 
 def _print_text(result: dict) -> None:
-    columns = [("op", False), ("dtype", False), ("direction", False), ("device first us", True),
+    columns = [("op", False), ("dtype", False), ("direction", False), ("variant", False), ("device first us", True),
                ("device min us", True), ("median", True), ("max", True), ("CPU first us", True),
                ("CPU min us", True), ("median", True), ("max", True), ("device/CPU", True)]
-    _print_table(f"build {result['build']}: {len(result['rows'])} operator x dtype x direction timings "
+    _print_table(f"build {result['build']}: {len(result['rows'])} operator x dtype x direction x variant timings "
                  f"(warm: {result['rows'][0]['calls']} calls per side; times in microseconds)", columns,
-                 [[r["op"], r["dtype"], r["direction"], *(_us(r[f]) for f in perf.FIGURES), _ratio(r["ratio"])]
+                 [[r["op"], r["dtype"], r["direction"], r["variant"], *(_us(r[f]) for f in perf.FIGURES),
+                   _ratio(r["ratio"])]
                   for r in result["rows"]])
     print()
     _print_table("slowest relative to CPU (device/CPU of the warm minimums)",
-                 [("op", False), ("dtype", False), ("direction", False), ("device/CPU", True), ("device min us", True),
-                  ("CPU min us", True)],
-                 [[r["op"], r["dtype"], r["direction"], _ratio(r["ratio"]), _us(r["dev_min"]), _us(r["cpu_min"])]
+                 [("op", False), ("dtype", False), ("direction", False), ("variant", False), ("device/CPU", True),
+                  ("device min us", True), ("CPU min us", True)],
+                 [[r["op"], r["dtype"], r["direction"], r["variant"], _ratio(r["ratio"]), _us(r["dev_min"]), _us(r["cpu_min"])]
                   for r in result["slowest"]])
     if not result["baseline"]:
         return
@@ -159,8 +160,8 @@ def _print_text(result: dict) -> None:
     moved = [c for c in changes if c["verdict"] in ("regression", "improvement", "noisy")]
     if moved:
         _print_table("changes against the baseline",
-                     [("op", False), ("dtype", False), ("direction", False), ("verdict", False),
+                     [("op", False), ("dtype", False), ("direction", False), ("variant", False), ("verdict", False),
                       ("baseline ratio", True), ("ratio", True), ("change", True), ("spread", True),
                       ("device min us", True)],
-                     [[c["op"], c["dtype"], c["direction"], c["verdict"], _ratio(c["old_ratio"]), _ratio(c["new_ratio"]),
+                     [[c["op"], c["dtype"], c["direction"], c["variant"], c["verdict"], _ratio(c["old_ratio"]), _ratio(c["new_ratio"]),
                        _ratio(c["change"]), _ratio(c["spread"]), _us(c["new_dev_min"])] for c in moved])

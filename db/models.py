@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # The schema revision this version of the tool reads and writes.
-HEAD_REVISION = "0013_not_run"
+HEAD_REVISION = "0014_perf_variant"
 
 # Run states (``runs.status``).  A build is complete when every run is FINISHED or
 # RESUMED (an interrupted run whose remaining tests a later run of the build covered).
@@ -232,7 +232,7 @@ class PerfResult(Base):
     """One timed operator x dtype x direction of a build's perf suite run (torchconform/core/perf.py):
     the first call and the warm minimum / median / maximum, on the device and on CPU, measured
     in the same test.  A rerun of the same build adds rows; readers keep the latest (max id)
-    per (op, dtype, direction)."""
+    per (op, dtype, direction, variant)."""
     __tablename__ = "perf_results"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -241,6 +241,8 @@ class PerfResult(Base):
     op: Mapped[str] = mapped_column(String(300), nullable=False)
     dtype: Mapped[str] = mapped_column(String(100), default="", nullable=False)
     direction: Mapped[str] = mapped_column(String(20), nullable=False)
+    # eager, or compiled (torch.compile of the same call; its first call includes the compile)
+    variant: Mapped[str] = mapped_column(String(20), default="eager", nullable=False, server_default="eager")
     sample: Mapped[str] = mapped_column(String(300), default="", nullable=False)
     calls: Mapped[int] = mapped_column(Integer, nullable=False)
     dev_first: Mapped[float | None] = mapped_column(Float, nullable=True)

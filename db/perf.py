@@ -1,4 +1,5 @@
-"""Per-operator performance in the store (``perf_results``, schema 0010_perf_results):
+"""Per-operator performance in the store (``perf_results``, schema 0010_perf_results; its
+``variant`` column, eager or compiled, 0014_perf_variant):
 writing the perf suite's rows, reading a build's table, its comparison with a baseline and
 each operator's history across the build's series.
 
@@ -14,7 +15,7 @@ from torchconform.db import read_builds
 from torchconform.db.models import builds, perf_results
 from torchconform.db.series import series_of
 
-COLUMNS = ("op", "dtype", "direction", "sample", "calls", *perf.FIGURES)
+COLUMNS = ("op", "dtype", "direction", "variant", "sample", "calls", *perf.FIGURES)
 
 
 def _number(value):
@@ -30,6 +31,7 @@ def save_rows(conn, build_id: int, run_id: int, outcomes) -> int:
             rows.append({"build_id": int(build_id), "run_id": int(run_id),
                          "op": str(r.get("op") or o.op or "")[:300], "dtype": str(r.get("dtype") or o.dtype or "")[:100],
                          "direction": str(r.get("direction") or perf.FORWARD)[:20],
+                         "variant": str(r.get("variant") or perf.EAGER)[:20],
                          "sample": str(r.get("sample") or "")[:300], "calls": int(r.get("calls") or 0),
                          **{k: _number(r.get(k)) for k in perf.FIGURES}})
     if rows:
@@ -38,11 +40,13 @@ def save_rows(conn, build_id: int, run_id: int, outcomes) -> int:
 
 
 def build_rows(store, build: str, op: str | None = None) -> list[dict]:
-    """The build's rows, the latest per (op, dtype, direction), ordered by op, dtype, direction;
+    """The build's rows, the latest per (op, dtype, direction, variant), ordered by op, dtype,
+    direction, variant (eager before compiled);
     ``op``: only that operator (its OpInfo name, e.g. ``add`` or ``div.no_rounding_mode``)."""
     build_id = store.build_id(build)
     latest = (select(func.max(perf_results.c.id)).where(perf_results.c.build_id == build_id)
-              .group_by(perf_results.c.op, perf_results.c.dtype, perf_results.c.direction))
+              .group_by(perf_results.c.op, perf_results.c.dtype, perf_results.c.direction,
+                        perf_results.c.variant))
     query = select(*(perf_results.c[c] for c in COLUMNS)).where(perf_results.c.id.in_(latest))
     if op:
         query = query.where(perf_results.c.op == op)
@@ -50,8 +54,12 @@ def build_rows(store, build: str, op: str | None = None) -> list[dict]:
         rows = [dict(zip(COLUMNS, r)) for r in conn.execute(query)]
     for r in rows:
         r["ratio"] = perf.ratio(r)
-    rows.sort(key=lambda r: (r["op"], r["dtype"], r["direction"]))
+    rows.sort(key=lambda r: (r["op"], r["dtype"], r["direction"], _variant_order(r["variant"])))
     return rows
+
+
+def _variant_order(variant: str) -> tuple[int, str]:
+    return (perf.VARIANTS.index(variant) if variant in perf.VARIANTS else len(perf.VARIANTS)), variant
 
 
 def has_rows(store, build: str) -> bool:
@@ -93,7 +101,7 @@ def series_builds(store, build: str) -> list[str]:
 
 
 def history(store, build: str, op: str | None = None) -> dict[tuple, list[dict]]:
-    """(op, dtype, direction) -> [{"build", "ratio", "dev_min", "cpu_min"}] over the builds of
+    """(op, dtype, direction, variant) -> [{"build", "ratio", "dev_min", "cpu_min"}] over the builds of
     ``build``'s series up to it that have perf rows, oldest first."""
     out: dict[tuple, list[dict]] = {}
     names = series_builds(store, build)

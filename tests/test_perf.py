@@ -134,7 +134,7 @@ def test_rows_round_trip_and_history(perf_store):
         assert [(r["op"], r["dev_min"], r["cpu_min"], r["ratio"]) for r in rows] == \
             [("abs", 9e-6, 4e-6, 9e-6 / 4e-6), ("add", 2e-3, 1e-3, 2.0), ("mul", 2e-3, 1e-3, 2.0)]
         history = perf_db.history(store, "new", op="add")
-        assert [(p["build"], p["ratio"]) for p in history[("add", "float32", "forward")]] == \
+        assert [(p["build"], p["ratio"]) for p in history[("add", "float32", "forward", "eager")]] == \
             [("base", 1.0), ("new", 2.0)]
         assert not perf_db.has_rows(store, "plain")
 
@@ -149,7 +149,7 @@ def test_perf_command_table_json_csv_and_errors(perf_store, cli):
     assert result["slowest"][0]["op"] == "abs" and result["baseline"] == "base"
     code, out, _ = cli("perf", "--db", perf_store, "--build", "new", "--op", "add", "--csv")
     lines = out.splitlines()
-    assert code == 0 and lines[0].startswith("op,dtype,direction,sample,calls,dev_first") and len(lines) == 2
+    assert code == 0 and lines[0].startswith("op,dtype,direction,variant,sample,calls,dev_first") and len(lines) == 2
     for args, said in ((("--build", "plain"), "has no perf results; run `torchconform run --suite perf"),
                        (("--build", "new", "--op", "nope"), "no perf results for operator 'nope'"),
                        (("--build", "new", "--baseline", "plain"), "baseline 'plain' has no perf results"),

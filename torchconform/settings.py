@@ -121,6 +121,9 @@ _TABLE = (
        "bench/perf_suite.py --calls)", "int"),
     _s("TORCHCONFORM_PERF_THREADS", "1", "torch intra-op threads during each perf suite measurement "
        "(1..1024)", "int"),
+    _s("TORCHCONFORM_PERF_VARIANTS", "eager,compiled", "perf suite variants to time, comma-separated: "
+       "eager, compiled (torch.compile of the same call, first call including the compile; docs/perf.md)",
+       "list"),
     # -- refdev --------------------------------------------------------------------
     _s("TORCHCONFORM_REFDEV_NAME", "refdev", "PrivateUse1 name refdev registers (neuron rehearses a "
        "Neuron configuration)", "str"),

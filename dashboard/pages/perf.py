@@ -1,7 +1,8 @@
 """A build's per-operator performance page (``builds/<slug>/perf.html``), for builds that ran
 the perf suite (docs/perf.md):
 
-- every timed operator x dtype x direction: first call and warm min / median / max on the
+- every timed operator x dtype x direction x variant (eager, or compiled: its first call
+  includes the compile; compared only with the baseline's same variant): first call and warm min / median / max on the
   device and on CPU, the device/CPU ratio, and against the baseline its ratio, change and
   verdict (torchconform/core/perf.py, what the gate's ``perf_regression`` judges); sortable, with
   JSON and CSV downloads;
@@ -31,14 +32,14 @@ def has_perf(store, build_name: str) -> bool:
 
 
 def perf_table(stem: str, rows: list[dict], changes: list[dict] | None) -> Table:
-    columns = ["op", "dtype", "direction", "sample", "calls", "device first s", "device min s", "device median s",
+    columns = ["op", "dtype", "direction", "variant", "sample", "calls", "device first s", "device min s", "device median s",
                "device max s", "CPU first s", "CPU min s", "CPU median s", "CPU max s", "device/CPU"]
     if changes is not None:
         columns += ["baseline device/CPU", "change", "spread", "verdict"]
     t = Table(stem, columns, title="Per-operator timings (device and CPU in the same run)")
-    by_key = {(c["op"], c["dtype"], c["direction"]): c for c in changes or ()}
+    by_key = {(c["op"], c["dtype"], c["direction"], c["variant"]): c for c in changes or ()}
     for r in perf.slowest(rows):
-        row = [r["op"], r["dtype"], r["direction"], r["sample"], r["calls"], *(r[f] for f in perf.FIGURES),
+        row = [r["op"], r["dtype"], r["direction"], r["variant"], r["sample"], r["calls"], *(r[f] for f in perf.FIGURES),
                _round(r["ratio"])]
         if changes is not None:
             c = by_key.get(perf.key(r))
@@ -51,12 +52,12 @@ def perf_table(stem: str, rows: list[dict], changes: list[dict] | None) -> Table
 
 
 def history_table(stem: str, history: dict, builds: list[str]) -> Table:
-    """One row per operator x dtype x direction: its device/CPU ratio in each build of the series."""
-    t = Table(stem, ["op", "dtype", "direction", "builds", "first ratio", "latest ratio", "ratios (oldest first)"],
+    """One row per operator x dtype x direction x variant: its device/CPU ratio in each build of the series."""
+    t = Table(stem, ["op", "dtype", "direction", "variant", "builds", "first ratio", "latest ratio", "ratios (oldest first)"],
               title=f"History across the series ({len(builds)} builds with perf results)")
-    for (op, dtype, direction), points in sorted(history.items()):
+    for (op, dtype, direction, variant), points in sorted(history.items()):
         ratios = [p["ratio"] for p in points]
-        t.rows.append([op, dtype, direction, len(points), _round(ratios[0]), _round(ratios[-1]),
+        t.rows.append([op, dtype, direction, variant, len(points), _round(ratios[0]), _round(ratios[-1]),
                        " ".join("-" if q is None else f"{q:.3g}" for q in ratios)])
     return t
 
@@ -86,7 +87,8 @@ def ratio_chart(rows: list[dict], bars: int = CHART_BARS, width: int = 900) -> M
     for i, (r, v) in enumerate(zip(shown, logs)):
         y = 4 + i * (bar_h + gap)
         left, right = sorted((one, x(v)))
-        label = escape(f"{r['op']} {r['dtype']} {r['direction']}")
+        label = escape(f"{r['op']} {r['dtype']} {r['direction']}"
+                       + ("" if r.get("variant", perf.EAGER) == perf.EAGER else f" {r['variant']}"))
         parts.append(f'<text x="{label_w - 6}" y="{y + bar_h - 3}" text-anchor="end" font-size="11">{label}</text>')
         parts.append(f'<rect x="{left:.1f}" y="{y}" width="{max(right - left, 1):.1f}" height="{bar_h}" '
                      f'class="{"c-fail" if v > 0 else "c-pass"}"><title>{label}: {r["ratio"]:.3g}x</title></rect>')

@@ -6,7 +6,9 @@ the worker plugin clears the rows before each test and takes them with the call 
 report (like ``numeric`` and ``notes``), the controller hangs them on the outcome
 (``Outcome.perf``) and the store writes them to ``perf_results`` (db/perf.py).
 
-A row (JSON-able): ``op``, ``dtype``, ``direction``, ``sample`` (what the input was),
+A row (JSON-able): ``op``, ``dtype``, ``direction``, ``variant`` (``eager``, or ``compiled``:
+the same call through ``torch.compile``, its first call including the compile; a row without
+one is eager), ``sample`` (what the input was),
 ``calls`` (warm calls per side), and per side (``dev``, ``cpu``) ``first`` (the first call:
 time to first result) and ``min`` / ``median`` / ``max`` over the warm calls, in seconds.
 
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 FORWARD, BACKWARD = "forward", "backward"
 DIRECTIONS = (FORWARD, BACKWARD)
+EAGER, COMPILED = "eager", "compiled"
+VARIANTS = (EAGER, COMPILED)
 SIDES = ("dev", "cpu")
 STATS = ("first", "min", "median", "max")
 # Every figure of a row, by its column name (dev_first ... cpu_max).
@@ -71,13 +75,15 @@ def spread(row: dict) -> float:
     return out
 
 
-def key(row: dict) -> tuple[str, str, str]:
-    return row["op"], row.get("dtype") or "", row.get("direction") or FORWARD
+def key(row: dict) -> tuple[str, str, str, str]:
+    """What a timing is of: (op, dtype, direction, variant).  A compiled timing is only ever
+    compared with the same operator compiled."""
+    return row["op"], row.get("dtype") or "", row.get("direction") or FORWARD, row.get("variant") or EAGER
 
 
 def compare(old: list[dict], new: list[dict], threshold: float = DEFAULT_THRESHOLD,
             floor_s: float = DEFAULT_FLOOR_S, max_spread: float = DEFAULT_MAX_SPREAD) -> list[dict]:
-    """Per (op, dtype, direction) measured in both builds: the baseline's and the build's
+    """Per (op, dtype, direction, variant) measured in both builds: the baseline's and the build's
     device/CPU ratio, their change (new / old) and the verdict, largest change first.
 
     ``verdict``: ``regression`` (change above ``threshold``), ``improvement`` (below
@@ -106,10 +112,10 @@ def compare(old: list[dict], new: list[dict], threshold: float = DEFAULT_THRESHO
             verdict = "improvement"
         else:
             verdict = "same"
-        out.append({"op": k[0], "dtype": k[1], "direction": k[2], "old_ratio": old_ratio, "new_ratio": new_ratio,
+        out.append({"op": k[0], "dtype": k[1], "direction": k[2], "variant": k[3], "old_ratio": old_ratio, "new_ratio": new_ratio,
                     "change": change, "verdict": verdict, "spread": noise, "old_dev_min": b.get("dev_min"),
                     "new_dev_min": r.get("dev_min"), "old_cpu_min": b.get("cpu_min"), "new_cpu_min": r.get("cpu_min")})
-    out.sort(key=lambda d: (-d["change"], d["op"], d["dtype"], d["direction"]))
+    out.sort(key=lambda d: (-d["change"], d["op"], d["dtype"], d["direction"], d["variant"]))
     return out
 
 
@@ -122,15 +128,21 @@ def regressions(old: list[dict], new: list[dict], threshold: float = DEFAULT_THR
 def slowest(rows: list[dict], top: int | None = None) -> list[dict]:
     """Rows by device/CPU ratio, slowest relative to CPU first (rows without one last)."""
     ordered = sorted(rows, key=lambda r: (-(ratio(r) or 0.0), r["op"], r.get("dtype") or "",
-                                          r.get("direction") or ""))
+                                          r.get("direction") or "", r.get("variant") or EAGER))
     return ordered if top is None else ordered[:top]
 
 
 def note_text(rows: list[dict]) -> str:
-    """The message of a passing perf test: each direction's warm minimums and their ratio."""
+    """The message of a passing perf test: each direction's warm minimums and their ratio
+    (a compiled timing also its first call, the compile included)."""
     parts = []
     for r in rows:
         q = ratio(r)
+        if (r.get("variant") or EAGER) != EAGER:
+            parts.append(f"{r['variant']} {r['direction']} first device {_us(r.get('dev_first'))} "
+                         f"cpu {_us(r.get('cpu_first'))}, warm device {_us(r.get('dev_min'))} cpu {_us(r.get('cpu_min'))}"
+                         + (f" ratio {q:.3g}x" if q is not None else ""))
+            continue
         parts.append(f"{r['direction']} device {_us(r.get('dev_min'))} cpu {_us(r.get('cpu_min'))}"
                      + (f" ratio {q:.3g}x" if q is not None else ""))
     return "perf: " + "; ".join(parts)

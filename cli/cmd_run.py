@@ -22,7 +22,7 @@ import signal
 import sys
 
 from torchconform import settings as tc_settings
-from torchconform.cli.run_child import build_command, log_path_for, print_log_tail, run_child
+from torchconform.cli.run_child import ESCALATE_SECONDS, build_command, log_path_for, print_log_tail, run_child
 from torchconform.cli.run_claim import claim_records, resuming
 from torchconform.cli.run_options import add_run_options
 from torchconform.cli.run_progress import RunProgress
@@ -165,6 +165,8 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
     crash = None
     if early and forwarded.signal is None:   # a serial run's test that ended the process is a crash
         crash = run_finish.crash_of_test_in_flight(child.inflight, rc, outcomes, run, args.device, args.suite)
+    elif forwarded.killed:   # a serial pytest that did not begin ending after the signal: its test interrupted
+        crash = run_finish.interrupted_test_in_flight(child.inflight, outcomes, run, args.device, args.suite)
     with contextlib.suppress(OSError):
         os.unlink(child.inflight)
     if crash is not None:
@@ -187,7 +189,10 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
     if not ended:
         if crash is not None:
             notes.append(run_finish.append_jsonl(jsonl, crash))
-        notes.append(_record_unfinished(db, build, child.pid, rc, args, run, outcomes, crash, pumped.stop_reason))
+        if forwarded.killed:
+            notes.append(f"pytest had not begun ending {ESCALATE_SECONDS:g} s after it and was killed"
+                         + (f", its test in flight {crash.test_id} recorded as interrupted" if crash else ""))
+        notes.append(_record_unfinished(db, build, child.pid, rc, args, run, outcomes, pumped.stop_reason))
     notes.append(log.error)
     result = breakdown(build, outcomes)
     if run.get("not_run"):   # what the selection left out, per reason (core/not_run.py)
@@ -218,17 +223,20 @@ def _run_pytest(args, cmd, env, build, jsonl, db) -> int:
     return 0 if rc in (0, 1) else (128 - rc if rc < 0 else rc)
 
 
-def _record_unfinished(db, build, pid, rc, args, run, outcomes, crash=None, stop_reason=None) -> str | None:
+def _record_unfinished(db, build, pid, rc, args, run, outcomes, stop_reason=None) -> str | None:
     """pytest ended without finishing its run (interrupted, killed, crashed): the stored
-    run must say so even when pytest could not (SIGKILL, abort), with the test that ended
-    a serial run's process as ``crash``, and a JUnit file asked for holds what was
+    run must say so even when pytest could not (SIGKILL, abort), with the test a serial
+    run's process ended in (``crash``, or interrupted when the CLI killed it) among
+    ``outcomes``, and a JUnit file asked for holds what was
     recorded.  Returns what could not be done, as a clause of the INCOMPLETE line."""
     said = None
     if db:
         # run_finish brings pytest, the store SQLAlchemy: imported only here, for start-up time.
         from torchconform.cli.run_finish import store_end
 
-        error = store_end(db, build, pid, rc, crash)
+        # What pytest recorded, its test in flight among it, made whole in the store: all but after a
+        # sink failure (the store then holds at least what the JSON lines do, and may refuse more).
+        error = store_end(db, build, pid, rc, () if stop_reason else outcomes)
         if error:
             # After a store failure the cause is said already; the run reads as lost once pytest is gone.
             said = "the store could not mark the run interrupted" + ("" if stop_reason else f" ({error})") + \

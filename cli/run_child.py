@@ -27,6 +27,12 @@ from torchconform.skiplists.backend_setup import resolve_backend
 from torchconform.suites import known_suites
 
 LOG_TAIL_LINES = 15
+# Seconds a serial pytest has, after a forwarded SIGTERM or SIGINT, to begin ending its run
+# before it is killed: its handler turns the signal into an interrupt within milliseconds,
+# unless a test ignores the signal, swallows the interrupt or sits in a long C call; waiting
+# the whole grace (procs.GRACE_SECONDS) for those broke the ~2 s stop docs/reliability.md
+# promises.  Once pytest has begun ending (collectors/inflight.py says so) the grace holds.
+ESCALATE_SECONDS = 2.0
 
 
 def suite_paths(suite: str) -> list[str]:
@@ -173,6 +179,7 @@ def run_child(cmd: list[str], env: dict, jsonl: str, log_path: str, verbose: boo
     read from ``jsonl`` meanwhile, leftover processes ended and named once it has ended."""
     # run_finish brings pytest (collectors/recording.py): imported when a run starts, for start-up time.
     from torchconform.cli import run_finish
+    from torchconform.collectors.inflight import ending
 
     # Orphans of the tests become our children: ended and named once pytest has ended (torchconform/leftovers.py).
     become_subreaper()
@@ -182,8 +189,11 @@ def run_child(cmd: list[str], env: dict, jsonl: str, log_path: str, verbose: boo
                             stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace", preexec_fn=die_with_parent)
     # SIGTERM (a CI cancel) and Ctrl-C reach pytest, which ends its run in order; this
     # process keeps reading its output until it has, then reports the run as interrupted.
+    # A serial pytest that has not begun ending ESCALATE_SECONDS later is killed (its test
+    # in flight is then recorded here as interrupted: cli/cmd_run.py).
     try:
-        with run_finish.SafeLog(log_path) as log, forward_signals(proc) as forwarded:
+        with run_finish.SafeLog(log_path) as log, forward_signals(
+                proc, escalate=ESCALATE_SECONDS, ending=lambda: ending(inflight)) as forwarded:
             if progress is not None:
                 progress.start()
             pumped = run_finish.pump(proc, log, echo=(lambda line: True) if verbose else _Shown(), on_exit=end_leftovers)

@@ -9,7 +9,9 @@
 - ``verdict``: a run finished only when pytest's exit status says so *and* the plugin
   recorded the run's end *and* no sink failed (collectors/recording.py).  Otherwise
   the run stopped early: a test in flight in a serial run (collectors/inflight.py) is
-  recorded as ``crash`` with the process's exit status, the store's run is marked
+  recorded as ``crash`` with the process's exit status (or, when the CLI killed a pytest
+  that had not begun ending after a forwarded signal, as the interrupted-run ``error``),
+  the store's run gets what the JSON lines hold and it lacks (``store_end``) and is marked
   ``interrupted``, and the CLI ends with one line ``INCOMPLETE`` naming the cause and
   the number of planned tests not run, and a non-zero exit status.
 """
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from torchconform.collectors.inflight import read as read_inflight
 from torchconform.collectors.recording import STOP_PREFIX
 from torchconform.collectors.testinfo import parse_test_id
-from torchconform.core.outcome import CRASH, Outcome
+from torchconform.core.outcome import CRASH, ERROR, INTERRUPTED_MESSAGE, Outcome
 from torchconform.errors import UserError
 from torchconform.leftovers import LEFTOVER_PREFIX
 from torchconform.procs import describe_exit
@@ -162,20 +164,32 @@ def inflight_path(jsonl: str) -> str:
     return (jsonl[:-len(".jsonl")] if jsonl.endswith(".jsonl") else jsonl) + ".inflight"
 
 
-def crash_of_test_in_flight(path: str, rc: int, outcomes, run: dict, device: str, suite: str):
-    """The Outcome of the test a serial run's process ended in (None: none was in flight,
-    or it has an outcome already); the marker file is removed either way."""
+def test_in_flight(path: str, outcomes, run: dict, device: str, suite: str, outcome: str, message: str):
+    """The Outcome (``outcome``, ``message``) of the test a serial run's pytest was in when
+    its process ended without ending the test (None: none was in flight, or it has an
+    outcome already); the marker file is removed either way."""
     nodeid = read_inflight(path)
     with contextlib.suppress(OSError):
         os.unlink(path)
     if nodeid is None or any(o.test_id == nodeid for o in outcomes):
         return None
     info = parse_test_id(nodeid, device)
-    return Outcome(test_id=nodeid, outcome=CRASH, suite=run.get("suite") or suite, file=info["file"],
+    return Outcome(test_id=nodeid, outcome=outcome, suite=run.get("suite") or suite, file=info["file"],
                    cls=info["cls"], name=info["name"], op=info["op"], variant=info["variant"], dtype=info["dtype"],
-                   device=info["device"] or device,
-                   message=f"the test ended the pytest process: {describe_exit(rc)} (a serial run has no crash "
-                           "isolation; -n 1 or more runs each test in a worker)")
+                   device=info["device"] or device, message=message)
+
+
+def crash_of_test_in_flight(path: str, rc: int, outcomes, run: dict, device: str, suite: str):
+    """The test that ended a serial run's process: ``crash`` with the process's exit status."""
+    return test_in_flight(path, outcomes, run, device, suite, CRASH,
+                          f"the test ended the pytest process: {describe_exit(rc)} (a serial run has no crash "
+                          "isolation; -n 1 or more runs each test in a worker)")
+
+
+def interrupted_test_in_flight(path: str, outcomes, run: dict, device: str, suite: str):
+    """The test a serial pytest was in when the CLI killed it for not ending after a forwarded
+    signal: the interrupted-run ``error`` the orderly end (and -n 2) records."""
+    return test_in_flight(path, outcomes, run, device, suite, ERROR, INTERRUPTED_MESSAGE)
 
 
 def append_jsonl(path: str, outcome) -> str | None:
@@ -189,24 +203,30 @@ def append_jsonl(path: str, outcome) -> str | None:
     return None
 
 
-def store_end(db: str, build: str, pid: int, rc: int, crash=None) -> str | None:
-    """In the store: ``crash`` added to the run pytest ``pid`` left ``running``, then that run
-    marked ``interrupted`` with exit status ``rc``; the error (one line) if it cannot."""
+def store_end(db: str, build: str, pid: int, rc: int, recorded=()) -> str | None:
+    """In the store: the outcomes of ``recorded`` (what pytest ``pid`` recorded, plus its test
+    in flight) that the run it left ``running`` lacks are added (a killed pytest may have
+    stored less than it wrote), then that run is marked ``interrupted`` with exit status
+    ``rc``; the error (one line) if it cannot."""
     # SQLAlchemy and the store: imported only when a run ended early, for start-up time.
     from sqlalchemy import select
 
-    from torchconform.db.models import RUNNING, builds, runs
+    from torchconform.db.models import RUNNING, builds, results, runs, tests
     from torchconform.db.opening import open_store
 
     try:
         with open_store(db, create=False) as store:
-            if crash is not None:
+            if recorded:
                 with store.read() as conn:
                     run_id = conn.execute(select(runs.c.id).join(builds, builds.c.id == runs.c.build_id).where(
                         builds.c.name == build, runs.c.pid == pid, runs.c.status == RUNNING)
                         .order_by(runs.c.id.desc()).limit(1)).scalar_one_or_none()
-                if run_id is not None:
-                    store.add_outcomes(run_id, [crash])
+                    have = set() if run_id is None else set(conn.execute(
+                        select(tests.c.test_id).join(results, results.c.test_pk == tests.c.id)
+                        .where(results.c.run_id == run_id)).scalars())
+                missing = {o.test_id: o for o in recorded if o.test_id not in have}
+                if run_id is not None and missing:
+                    store.add_outcomes(run_id, list(missing.values()))
             store.mark_interrupted(build, pid, rc)
     except UserError as exc:
         return str(exc)

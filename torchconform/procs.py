@@ -10,7 +10,9 @@ the parent with SIGKILL, nothing of it runs any more.  Two rules cover both:
   (``parent_gone``).
 - ``forward_signals(proc)``: while the parent waits, SIGTERM and SIGINT are
   passed on to the child, which ends its run in order (finished results kept);
-  the parent then waits ``grace`` seconds and kills it if it did not stop.
+  the parent then waits ``grace`` seconds and kills it if it did not stop.  A caller
+  that can tell whether the child began ending (``ending``) has it killed after
+  ``escalate`` seconds instead when it did not (a test ignoring SIGTERM).
 """
 from __future__ import annotations
 
@@ -30,9 +32,11 @@ PR_SET_PDEATHSIG = 1
 # own build name, or appending to the original JSONL/JUnit files, would corrupt the build
 # being judged; a rerun sharing the run's watchdog folder would leave its markers there.
 # Likewise xdist's worker variables: a child that believes it is an xdist worker never
-# writes the controller's JSON lines.
+# writes the controller's JSON lines.  And the run's in-flight file (collectors/inflight.py): a
+# rerun would truncate it, losing the run's test in flight and its "ending" mark.
 SCRUBBED_ENV = ("TORCHCONFORM_DB", "TORCHCONFORM_BUILD", "TORCHCONFORM_JUNIT", "TORCHCONFORM_JSONL",
-                "TORCHCONFORM_SHARD", "TORCHCONFORM_STATE_DIR", "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST")
+                "TORCHCONFORM_SHARD", "TORCHCONFORM_STATE_DIR", "TORCHCONFORM_INFLIGHT", "PYTEST_ADDOPTS",
+                "PYTEST_CURRENT_TEST")
 SCRUBBED_PREFIXES = ("PYTEST_XDIST_",)
 
 
@@ -79,26 +83,43 @@ def parent_gone(parent_pid: int) -> bool:
 
 
 class Forwarded:
-    """What ``forward_signals`` saw: the first signal passed on (None: none)."""
+    """What ``forward_signals`` saw: the first signal passed on (None: none), and whether it
+    killed the child ``escalate`` seconds later because the child had not begun ending."""
 
     def __init__(self):
         self.signal: int | None = None
+        self.killed = False
 
 
 @contextlib.contextmanager
 def forward_signals(proc: subprocess.Popen, grace: float = GRACE_SECONDS,
-                    signals=(signal.SIGTERM, signal.SIGINT)):
+                    signals=(signal.SIGTERM, signal.SIGINT), escalate: float | None = None, ending=None):
     """Pass SIGTERM/SIGINT on to ``proc`` while the block runs; kill it ``grace`` seconds
-    after the first one if it is still running.  Only in the main thread (elsewhere the
-    block runs without forwarding)."""
+    after the first one if it is still running, or ``escalate`` seconds after it when
+    ``ending()`` then says it has not begun ending its run (False; None: cannot tell, so
+    the grace holds).  Only in the main thread (elsewhere the block runs without forwarding)."""
     seen = Forwarded()
     if threading.current_thread() is not threading.main_thread():
         yield seen
         return
 
     def _kill_late():
+        waited = 0.0
+        if escalate is not None and ending is not None:
+            waited = min(escalate, grace)
+            try:
+                proc.wait(timeout=waited)
+                return
+            except subprocess.TimeoutExpired:
+                if ending() is False:
+                    # pytest shares this process's group: only its pid is killed; what it
+                    # started is ended with the run's other leftovers (torchconform/leftovers.py).
+                    seen.killed = True
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    return
         try:
-            proc.wait(timeout=grace)
+            proc.wait(timeout=max(0.0, grace - waited))
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()

@@ -13,7 +13,8 @@ breakdowns, the operator matrix and the baseline diff's transitions are numpy
 changed tests, model-zoo rows) are looked at one by one.  The answers are
 shaped by the query module's own functions (``breakdowns_by``, ``leaderboard``,
 ``diff_maps``), so the site and the CLI cannot disagree; tests/test_site_data.py
-compares every one with the store's SQL path.
+compares the breakdowns and the leaderboard with the store's SQL path.  The operator
+matrix and the diff of two builds are counted here only (the store has no other road).
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ class Codes(dict):
 
     def projection(self) -> np.ndarray:
         """(codes x COUNT_NAMES) 0/1 matrix: which matrix numbers a result of each code adds to
-        (its outcome; its kind too when skip_backend, as queries.matrix_cells counts kinds)."""
+        (its outcome; its kind too when skip_backend, per backend-skip kind)."""
         p = np.zeros((len(self.pairs), len(COUNT_NAMES)), dtype=np.int64)
         for code, (outcome, kind) in enumerate(self.pairs):
             if outcome in OUTCOMES:
@@ -342,8 +343,9 @@ def _dense(b: BuildData, size: int) -> np.ndarray:
 
 
 def diff(queries, old: BuildData, new: BuildData) -> dict:
-    """queries.diff(store, old, new) from two builds' arrays: the transitions and missing
-    operators are counted here over every test; diff_maps sorts only the changed tests."""
+    """The test-by-test diff of ``old`` and ``new`` (the one implementation: the site's diff
+    pages, tests and bench/gate.py's reference call it): the transitions and missing
+    operators are counted here over every test; diff_maps shapes only the changed tests."""
     size = max(old.tests.size, new.tests.size)
     o_at, n_at = _dense(old, size), _dense(new, size)
     both = np.flatnonzero((o_at >= 0) & (n_at >= 0))

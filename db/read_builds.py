@@ -1,5 +1,5 @@
 """Reading builds: the stored builds with their runs and completeness, and a build's
-breakdowns (summary, per suite or file, the OpInfo matrix); for the nightly sweep,
+breakdowns (summary, per suite or file); for the nightly sweep,
 what a build already holds and how long tests took before.
 
 All functions take a ``Store`` and return plain JSON-ready dicts and lists, shaped by
@@ -19,7 +19,7 @@ from torchconform.db.not_run import with_not_run
 from torchconform.db.read_rows import latest_results
 from torchconform.db.read_tiers import with_build_tiers
 from torchconform.db.runstate import absent_runs, build_complete, effective_status
-from torchconform.db.shapes import breakdowns_by, build_dict, completeness, iso, matrix_cells
+from torchconform.db.shapes import breakdowns_by, build_dict, completeness, iso
 from torchconform.db.values import US_PER_S
 from torchconform.errors import UserError
 
@@ -139,22 +139,6 @@ def summary_by(store, build: str, by: str) -> dict:
                  .select_from(latest_results(build_id).join(tests, tests.c.id == results.c.test_pk))
                  .group_by(key, V.outcome, V.kind, V.missing_op))
         return breakdowns_by(build, conn.execute(query))
-
-
-def op_matrix(store, build: str, exclude_suites=()) -> list[dict]:
-    """OpInfo operator x variant x dtype cells with counts per outcome (non-zero only).
-
-    ``exclude_suites``: leave these suites' tests out (the site drops the model
-    zoo, whose tests.op is a model name, not an operator)."""
-    with store.read() as conn:
-        build_id = store.build_id(build, conn)
-        query = (select(tests.c.op, tests.c.variant, tests.c.dtype, V.outcome, V.kind, func.count())
-                 .select_from(latest_results(build_id).join(tests, tests.c.id == results.c.test_pk))
-                 .where(tests.c.op != "")
-                 .group_by(tests.c.op, tests.c.variant, tests.c.dtype, V.outcome, V.kind))
-        if exclude_suites:
-            query = query.where(tests.c.suite.not_in(list(exclude_suites)))
-        return matrix_cells(conn.execute(query))
 
 
 def stored_test_ids(store, build: str, suite: str) -> set[str]:

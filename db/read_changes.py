@@ -1,7 +1,8 @@
-"""Reading what changed: two builds compared test by test, one test's results across
-builds and attempts, and the tests whose attempts in one build disagree (flaky).
+"""Reading what changed: one test's results across builds and attempts, and the tests
+whose attempts in one build disagree (flaky).
 
-All functions take a ``Store``; ``diff``'s answer is shaped by db/shapes.py's ``diff_maps``.
+All functions take a ``Store``.  Two builds compared test by test (the diff) is counted
+from their arrays (dashboard/build_data.py ``diff``) and shaped by db/shapes.py's ``diff_maps``.
 """
 from __future__ import annotations
 
@@ -9,53 +10,12 @@ from sqlalchemy import and_, func, select
 
 from torchconform.core.outcome import PASSED
 from torchconform.db.models import builds, result_values, results, runs, tests
-from torchconform.db.read_rows import LOOKUP_CHUNK, REPRO, latest_rows_by_id
-from torchconform.db.shapes import diff_maps, iso, label
-from torchconform.db.values import DURATION, JOINED, VALUE_COLUMNS, values_of
+from torchconform.db.read_rows import REPRO
+from torchconform.db.shapes import iso, label
+from torchconform.db.values import DURATION, JOINED
 
 # What results say (outcome, kind, ...) is in result_values, joined by value_id (db/values.py).
 V = result_values.c
-
-# What diff compares per test (db/values.VALUE_COLUMNS positions).
-_DIFF_FIELDS = ("outcome", "kind", "missing_op", "fallback_ops", "message")
-
-
-def _latest_map(store, conn, build_id: int) -> dict[int, tuple]:
-    """{test_pk: (outcome, kind, missing_op, fallback_ops, message)} of the build's latest
-    results: read as value ids (two integers a row, latest_rows' fast path), the few
-    distinct values looked up once."""
-    pairs = list(latest_rows_by_id(store, build_id, ("test_pk", "value_id"), order=False, plain_tuples=True))
-    wanted = [VALUE_COLUMNS.index(c) for c in _DIFF_FIELDS]
-    shown = {vid: tuple(v[i] for i in wanted) for vid, v in values_of(conn, {p[1] for p in pairs}).items()}
-    return {pk: shown[vid] for pk, vid in pairs}
-
-
-def _test_names(conn, pks) -> dict[int, tuple[str, str]]:
-    pks = list(pks)
-    names = {}
-    for i in range(0, len(pks), LOOKUP_CHUNK):
-        chunk = pks[i:i + LOOKUP_CHUNK]
-        for pk, tid, op in conn.execute(select(tests.c.id, tests.c.test_id, tests.c.op).where(tests.c.id.in_(chunk))):
-            names[pk] = (tid, op)
-    return names
-
-
-def diff(store, old_build: str, new_build: str) -> dict:
-    """Compare two builds test by test (latest result per test in each).
-
-    Categories: ``regressions`` (pass/pass_fallback -> fail/error/crash/timeout or
-    skip_backend/missing_op), ``fixes`` (failing or backend-skipped -> passing),
-    ``fallback_creep`` (pass -> pass_fallback), ``new_tests``, ``missing_tests``
-    (in old, absent from new), ``new_missing_ops`` (missing in new, not in old),
-    ``other_changes`` (any other outcome change), and ``transitions`` counting
-    every (old, new) outcome pair.
-    """
-    with store.read() as conn:
-        old_id = store.build_id(old_build, conn)
-        new_id = store.build_id(new_build, conn)
-        old = _latest_map(store, conn, old_id)
-        new = _latest_map(store, conn, new_id)
-        return diff_maps(old_build, new_build, old, new, lambda pks: _test_names(conn, pks))
 
 
 def test_history(store, test_id: str) -> list[dict]:

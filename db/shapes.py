@@ -2,8 +2,9 @@
 database access (the site computes the same rows from its arrays and shapes them here,
 so both answers are the same by construction).
 
-Builds and their completeness, breakdowns per key, the OpInfo matrix's cells, the
-missing-operator leaderboard and the test-by-test diff of two builds.
+Builds and their completeness, breakdowns per key, the missing-operator leaderboard and
+the test-by-test diff of two builds (the OpInfo matrix's cells are counted and drawn from
+the arrays alone: dashboard/build_data.py, dashboard/pages/matrix.py).
 """
 from __future__ import annotations
 
@@ -65,23 +66,6 @@ def breakdowns_by(build: str, rows) -> dict:
     return {k: breakdown_of_counts(build, grouped[k]) for k in sorted(grouped)}
 
 
-def matrix_cells(rows) -> list[dict]:
-    """(op, variant, dtype, outcome, kind, n) rows -> op_matrix cells, sorted; rows with no op are left out."""
-    cells: dict[tuple, dict] = {}
-    for op, variant, dtype, outcome, kind, n in rows:
-        if not op:
-            continue
-        cell = cells.get((op, variant, dtype))
-        if cell is None:
-            cell = cells[(op, variant, dtype)] = {"op": op, "variant": variant, "dtype": dtype,
-                                                  "total": 0, "outcomes": {}, "backend_skip_kinds": {}}
-        cell["total"] += n
-        cell["outcomes"][outcome] = cell["outcomes"].get(outcome, 0) + n
-        if outcome == SKIP_BACKEND:
-            cell["backend_skip_kinds"][kind] = cell["backend_skip_kinds"].get(kind, 0) + n
-    return [cells[k] for k in sorted(cells)]
-
-
 def leaderboard(build: str, rows, first: dict, census: dict | None = None) -> list[dict]:
     """(missing_op, suite, op, n) rows of blocked tests -> the leaderboard; ``first``:
     op -> (first build, first seen), as ``first_missing_builds`` returns.  ``census``:
@@ -119,28 +103,23 @@ def _missing(outcome: str, kind: str) -> bool:
     return outcome == SKIP_BACKEND and kind == MISSING_OP
 
 
-def diff_maps(old_build: str, new_build: str, old: dict, new: dict, names, totals=None) -> dict:
+def diff_maps(old_build: str, new_build: str, old: dict, new: dict, names, totals) -> dict:
     """``diff``'s answer from two {key: (outcome, kind, missing_op, fallback_ops, message)}
-    maps of latest results; ``names(keys) -> {key: (test_id, op)}`` is asked only for
-    the tests that appear in the answer (the store keys by tests.id, the site by test id).
-
-    ``totals``: for a caller that counted the whole builds itself (the site, with
-    arrays) and passes in ``old`` / ``new`` only the tests whose (outcome, kind)
-    changed or that are in one build only: ``(transitions, old_missing, new_missing)``,
+    maps of the tests whose (outcome, kind) changed or that are in one build only;
+    ``names(keys) -> {key: (test_id, op)}`` is asked only for the tests that appear in
+    the answer.  The caller (dashboard/build_data.py ``diff``, over the builds' arrays)
+    counted the whole builds: ``totals`` is ``(transitions, old_missing, new_missing)``,
     the Counter of (old outcome, old kind, new outcome, new kind) over every test in
     both builds, the set of operators missing in the old build and the Counter of
-    tests per operator missing in the new one.  The answer is the same as with full maps."""
+    tests per operator missing in the new one."""
     cats = {k: [] for k in ("regressions", "fixes", "fallback_creep", "new_tests", "missing_tests", "other_changes")}
-    count = totals is None
-    transitions = Counter() if count else totals[0]
+    transitions, old_missing, new_missing = totals
     for pk, after in new.items():
         before = old.get(pk)
         if before is None:
             cats["new_tests"].append((pk, None, after))
             continue
         o_out, o_kind, n_out, n_kind = before[0], before[1], after[0], after[1]
-        if count:
-            transitions[(o_out, o_kind, n_out, n_kind)] += 1
         if o_out == n_out and o_kind == n_kind:
             continue
         if o_out in PASSED and (n_out in REGRESSED or _missing(n_out, n_kind)):
@@ -153,11 +132,6 @@ def diff_maps(old_build: str, new_build: str, old: dict, new: dict, names, total
             cats["other_changes"].append((pk, before, after))
     if len(old) != len(new) or cats["new_tests"]:   # else both hold the same tests
         cats["missing_tests"] = [(pk, before, None) for pk, before in old.items() if pk not in new]
-    if count:
-        old_missing = {r[2] for r in old.values() if r[2] and r[1] == MISSING_OP and r[0] == SKIP_BACKEND}
-        new_missing = Counter(r[2] for r in new.values() if r[2] and r[1] == MISSING_OP and r[0] == SKIP_BACKEND)
-    else:
-        old_missing, new_missing = totals[1], totals[2]
     found = names({pk for entries in cats.values() for pk, _, _ in entries})
 
     def entry(pk, before, after):

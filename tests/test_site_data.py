@@ -1,6 +1,7 @@
 """The site's array path (dashboard/build_data.py) gives the store's own answers, and
 the matrix / download fast paths write what the plain ones write."""
 import json
+from collections import Counter, defaultdict
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from torchconform.dashboard.pages import matrix
 from torchconform.dashboard.styles import BY_KEY
 from torchconform.dashboard.tables import Table, write_downloads
 from torchconform.census import impact
-from torchconform.db import read_builds, read_changes, read_ops, read_rows
+from torchconform.db import read_builds, read_ops, read_rows
 from torchconform.dashboard.reads import READS
 from torchconform.db.columns import TEST_COLUMNS
 
@@ -36,16 +37,21 @@ def test_array_aggregates_equal_the_sql_queries(store):
             assert d.summary_by(READS, by) == read_builds.summary_by(store, build, by)
         assert d.leaderboard(READS, first) == impact.leaderboard(store, build)
         cells, numbers = d.matrix_numbers()
-        sql = read_builds.op_matrix(store, build, exclude_suites=("models",))
-        assert cells == [(c["op"], c["variant"], c["dtype"]) for c in sql]
-        expected = [[*(c["outcomes"].get(o, 0) for o in matrix.OUTCOMES),
-                     *(c["backend_skip_kinds"].get(k, 0) for k in matrix.BACKEND_SKIP_KINDS)] for c in sql]
-        assert numbers.tolist() == expected
+        # the matrix has no SQL road (issue 32): counted here one outcome at a time instead
+        counted = defaultdict(Counter)
+        for o in read_rows.iter_outcomes(store, build):
+            if o.op and o.suite not in ("models", "distributed"):
+                counted[(o.op, o.variant, o.dtype)][o.outcome] += 1
+                if o.outcome == "skip_backend":
+                    counted[(o.op, o.variant, o.dtype)][o.kind] += 1
+        assert cells == sorted(counted)
+        assert numbers.tolist() == [[counted[c][name] for name in matrix.COUNT_NAMES] for c in cells]
     got = build_data.diff(READS, data["b1"], data["b2"])
-    assert got == read_changes.diff(store, "b1", "b2")
     assert got["regressions"] and got["new_tests"] and got["missing_tests"] and got["new_missing_ops"]
     # and backwards: tests only in the old build become new ones
-    assert build_data.diff(READS, data["b2"], data["b1"]) == read_changes.diff(store, "b2", "b1")
+    back = build_data.diff(READS, data["b2"], data["b1"])
+    assert [e["test_id"] for e in back["new_tests"]] == [e["test_id"] for e in got["missing_tests"]]
+    assert [e["test_id"] for e in back["missing_tests"]] == [e["test_id"] for e in got["new_tests"]]
 
 
 def test_latest_rows_without_reruns_skips_the_latest_subquery_with_the_same_rows(store):

@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from array_reads import store_diff, store_matrix
 from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from torchconform.core.breakdown import breakdown
 from torchconform.core.outcome import Outcome
@@ -144,7 +145,7 @@ def test_diff_categories(store):
            O("born", "fail"), O("still_missing", "skip_backend", kind="missing_op", missing_op="aten::old.out")]
     store_build(store, "A", old)
     store_build(store, "B", new)
-    d = read_changes.diff(store, "A", "B")
+    d = store_diff(store, "A", "B")
     ids = {cat: [e["test_id"] for e in d[cat]] for cat in
            ("regressions", "fixes", "fallback_creep", "new_tests", "missing_tests", "other_changes")}
     assert ids == {"regressions": ["reg", "reg_mop"], "fixes": ["fix", "fix_mop"], "fallback_creep": ["creep"],
@@ -155,22 +156,22 @@ def test_diff_categories(store):
     assert d["fallback_creep"][0]["fallback_ops"] == ["aten::x"]
     assert d["counts"]["common_tests"] == 8
     assert {"old": "pass", "new": "pass", "tests": 1} in d["transitions"]
-    back = read_changes.diff(store, "B", "A")
+    back = store_diff(store, "B", "A")
     assert [e["test_id"] for e in back["fixes"]] == ["reg", "reg_mop"]
     json.dumps(d)
 
 
 def test_unknown_build_is_a_user_error(store):
     store_build(store, "A", [O("a", "pass")])
-    for call in (lambda: read_builds.summary(store, "nope"), lambda: read_changes.diff(store, "A", "nope"),
-                 lambda: list(read_rows.iter_outcomes(store, "nope")), lambda: read_builds.op_matrix(store, "nope")):
+    for call in (lambda: read_builds.summary(store, "nope"), lambda: store_diff(store, "A", "nope"),
+                 lambda: list(read_rows.iter_outcomes(store, "nope")), lambda: store_matrix(store, "nope")):
         with pytest.raises(UserError, match="unknown build 'nope'.*torchconform builds"):
             call()
 
 
 def test_op_matrix_and_summary_by(store):
     store_build(store, "b1", every_kind())
-    cells = {(c["op"], c["variant"], c["dtype"]): c for c in read_builds.op_matrix(store, "b1")}
+    cells = {(c["op"], c["variant"], c["dtype"]): c for c in store_matrix(store, "b1")}
     assert cells[("add", "forward", "float32")]["outcomes"] == {"pass": 1}
     assert cells[("cat", "", "int64")]["backend_skip_kinds"] == {"missing_op": 1}
     assert ("", "", "") not in cells  # tests without an operator are not in the matrix

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 
 from torchconform.errors import UserError
 from torchconform import settings
-from torchconform.core.claims import FEATURES
-from torchconform.core.yamlpos import YamlError, load_data
+from torchconform.core.yamlpos import YamlError, load_yaml
+from torchconform.refdev.profile_schema import COLLECTIVES, FALLBACK_MODES, MAX_SLOW_S, TRAITS, validate  # noqa: F401
 
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 DEFAULT_PROFILE = "young-backend"
@@ -97,40 +97,7 @@ NON_STRIDED = re.compile(r"sparse|^aten::quantize_per|^aten::_make_per_|^aten::t
 AUTOCAST_OPS = ("aten::addmm", "aten::baddbmm", "aten::bmm", "aten::conv1d", "aten::conv2d", "aten::conv3d",
                 "aten::linear", "aten::matmul", "aten::mm")
 FALLTHROUGH_KEYS = ("AutocastPrivateUse1",)
-_KEYS = {"name", "description", "missing", "fallback", "always_on", "traits", "collectives", "slow_ops", "claims"}
-# claims: what refdev running this profile claims (the backend profile's claims.from asks
-# torchconform.refdev:declared_claims): operators as patterns, or ``kernels`` (every overload
-# this profile gives a refdev kernel: describe's implemented + fallback) or {kernels_of: PROFILE}
-# (those of another refdev profile: a test profile claiming what it then lacks); dtypes; features.
-_CLAIMS_KEYS = {"operators", "dtypes", "features"}
-# slow_ops: {operator: seconds} added to every call of the operator on refdev (after it computed), so a
-# perf run sees a deliberately slowed operator (docs/perf.md); at most MAX_SLOW_S per call.
-MAX_SLOW_S = 10.0
-_COLLECTIVES_KEYS = {"missing", "synchronous"}
-# Canonical collective names (the distributed suite's ``collective_<name>`` tests): what refccl
-# (distributed.py) implements and a profile's ``collectives.missing`` may name.
-COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all",
-               "barrier", "send_recv", "gather", "scatter", "reduce")
-_MISSING_KEYS = {"share_percent", "salt", "ops"}
-_FALLBACK_KEYS = {"ops", "mode"}
-# fallback.mode: "counted" (refdev's own warned, counted per-operator fallback kernels for
-# fallback.ops; every other operator without a kernel is missing) or "boxed" (as a typical
-# real backend: PyTorch's standard boxed CPU fallback, at::native::cpu_fallback, serves
-# every operator refdev has no kernel for; no warning, no counter; see csrc/boxed_fallback.cpp).
-FALLBACK_MODES = ("counted", "boxed")
-# Boolean traits and list traits (defaults).  List traits:
-#   unsupported_dtypes:      dtypes the device cannot hold; allocating one raises
-#                            "<device> does not support dtype X (profile P)" in C++
-#   compile_placeholder_ops: operators the "compiler" of torch.compile(backend="refdev")
-#                            cannot lower: graphs with them compile without device
-#                            execution and return zero-filled placeholders, with a warning
-#   leaks_ops:               operators whose kernel retains one device allocation per call
-TRAITS = {"float64_as_float32": False, "copies_noncontiguous": False,
-          "unsupported_dtypes": [], "compile_placeholder_ops": [], "leaks_ops": []}
-_LIST_TRAITS = tuple(k for k, v in TRAITS.items() if isinstance(v, list))
-_OP_NAME = re.compile(r"^aten::[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$")
-
-
+# The file format (keys, types, defaults, messages): refdev/profile_schema.py.
 def _default_traits() -> dict:
     """TRAITS with fresh list copies, so one profile's edits never leak into another's."""
     return {k: (list(v) if isinstance(v, list) else v) for k, v in TRAITS.items()}
@@ -178,37 +145,13 @@ def profile_path(name_or_path: str) -> str:
     return path
 
 
-def _bad(path: str, problem: str) -> UserError:
-    return UserError(f"refdev profile {path}: {problem}; fix the file (format: see {os.path.join(PROFILE_DIR, 'full.yaml')})")
-
-
-def _name_list(path: str, value, where: str, valid, names: str, a_name: str) -> list[str]:
-    """A list of strings each passing ``valid``; ``names``/``a_name`` describe the
-    expected form in the error ("operator names like ..." / "an operator name like ...")."""
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _bad(path, f"'{where}' must be a list of {names}")
-    for v in value:
-        if not valid(v):
-            raise _bad(path, f"'{where}' entry {v!r} is not {a_name}")
-    return list(value)
-
-
-def _op_list(path: str, value, where: str) -> list[str]:
-    return _name_list(path, value, where, _OP_NAME.match, "operator names like aten::add.out",
-                      "an operator name like aten::add or aten::add.out")
-
-
-def _is_dtype_name(name: str) -> bool:
-    """A torch dtype name (complex64, float16...)."""
-    import torch
-
-    return isinstance(getattr(torch, name, None), torch.dtype)
+def _bad(path: str, problem: str, line: int = 0) -> UserError:
+    where = f"{path}:{line}" if line else path
+    return UserError(f"refdev profile {where}: {problem}; fix the file (format: see {os.path.join(PROFILE_DIR, 'full.yaml')})")
 
 
 def load_profile(name_or_path: str | None = None) -> Profile:
-    """Read and validate a profile by shipped name or YAML path."""
+    """Read and validate a profile by shipped name or YAML path (its shape: refdev/profile_schema.py)."""
     path = profile_path(name_or_path or settings.get("TORCHCONFORM_REFDEV_PROFILE"))
     try:
         with open(path, encoding="utf-8") as f:
@@ -216,121 +159,42 @@ def load_profile(name_or_path: str | None = None) -> Profile:
     except OSError as exc:
         raise UserError(f"cannot read refdev profile {path}: {exc.strerror}; check the path and permissions") from None
     try:
-        data = load_data(path, text)
+        data = load_yaml(path, text)
     except YamlError as exc:
         raise UserError(f"malformed YAML in refdev profile {exc}") from None
-    if not isinstance(data, dict):
-        raise _bad(path, "top level must be a mapping with keys " + ", ".join(sorted(_KEYS)))
-    unknown = set(data) - _KEYS
-    if unknown:
-        raise _bad(path, f"unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_KEYS))}")
-    missing = data.get("missing") or {}
-    fallback = data.get("fallback") or {}
-    if not isinstance(missing, dict) or set(missing) - _MISSING_KEYS:
-        raise _bad(path, f"'missing' must be a mapping with keys {', '.join(sorted(_MISSING_KEYS))}")
-    if not isinstance(fallback, dict) or set(fallback) - _FALLBACK_KEYS:
-        raise _bad(path, "'fallback' must be a mapping with the keys ops and mode")
-    mode = fallback.get("mode", "counted")
-    if mode not in FALLBACK_MODES:
-        raise _bad(path, f"'fallback.mode' must be one of {', '.join(FALLBACK_MODES)}, not {mode!r}")
-    if mode == "boxed" and fallback.get("ops"):
-        raise _bad(path, "'fallback.ops' has no meaning with 'fallback.mode: boxed' (PyTorch's boxed CPU fallback "
-                         "serves every operator without a kernel); list those operators under 'missing.ops' instead")
-    share = missing.get("share_percent", 0)
-    if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 <= share <= 100:
-        raise _bad(path, "'missing.share_percent' must be a number from 0 to 100")
+    model, failures = validate(data)
+    if failures:
+        _, line, message = failures[0]
+        raise _bad(path, message, line)
+    missing, fallback = model.missing, model.fallback
     traits = _default_traits()
-    raw_traits = data.get("traits") or {}
-    if not isinstance(raw_traits, dict):
-        raise _bad(path, "'traits' must be a mapping")
-    for key, value in raw_traits.items():
-        if key not in TRAITS:
-            raise _bad(path, f"unknown trait {key!r}; known: {', '.join(TRAITS)}")
-        if key == "unsupported_dtypes":
-            traits[key] = _name_list(path, value, f"traits.{key}", _is_dtype_name,
-                                     "dtype names like complex64", "a torch dtype name like complex64")
-        elif key in _LIST_TRAITS:
-            traits[key] = _op_list(path, value, f"traits.{key}")
-        elif not isinstance(value, bool):
-            raise _bad(path, f"trait {key!r} must be true or false")
-        else:
-            traits[key] = value
-    missing_collectives, synchronous = _collectives(path, data.get("collectives"))
+    if model.traits is not None:
+        traits.update({k: (list(v) if isinstance(v, list) else v)
+                       for k, v in model.traits.model_dump(exclude_unset=True).items() if v is not None})
+    collectives = model.collectives
+    claims = {}
+    if model.claims is not None:
+        raw = model.claims
+        if isinstance(raw.operators, dict):
+            profile_path(raw.operators["kernels_of"])   # a UserError naming the choices when unknown
+        claims = {k: v for k, v in (("operators", raw.operators), ("dtypes", raw.dtypes),
+                                    ("features", raw.features)) if v}
     return Profile(
-        name=str(data.get("name") or os.path.splitext(os.path.basename(path))[0]),
+        name=str(model.name or os.path.splitext(os.path.basename(path))[0]),
         path=path,
-        description=str(data.get("description") or ""),
-        share_percent=float(share),
-        salt=str(missing.get("salt") or ""),
-        missing_ops=_op_list(path, missing.get("ops"), "missing.ops"),
-        fallback_ops=_op_list(path, fallback.get("ops"), "fallback.ops"),
-        always_on=_op_list(path, data.get("always_on"), "always_on"),
+        description=str(model.description or ""),
+        share_percent=float(missing.share_percent if missing else 0),
+        salt=str((missing.salt if missing else None) or ""),
+        missing_ops=list((missing.ops if missing else None) or []),
+        fallback_ops=list((fallback.ops if fallback else None) or []),
+        always_on=list(model.always_on or []),
         traits=traits,
-        missing_collectives=missing_collectives,
-        synchronous_collectives=synchronous,
-        fallback_mode=mode,
-        slow_ops=_slow_ops(path, data.get("slow_ops")),
-        claims=_claims(path, data.get("claims")),
+        missing_collectives=list((collectives.missing if collectives else None) or []),
+        synchronous_collectives=collectives.synchronous if collectives else False,
+        fallback_mode=fallback.mode if fallback else "counted",
+        slow_ops=dict(model.slow_ops or {}),
+        claims=claims,
     )
-
-
-def _claims(path: str, raw) -> dict:
-    """The ``claims`` section (see _CLAIMS_KEYS)."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict) or set(raw) - _CLAIMS_KEYS:
-        raise _bad(path, f"'claims' must be a mapping with the keys {', '.join(sorted(_CLAIMS_KEYS))}")
-    out = {}
-    ops = raw.get("operators")
-    if ops == "kernels":
-        out["operators"] = "kernels"
-    elif isinstance(ops, dict):
-        if set(ops) != {"kernels_of"} or not isinstance(ops["kernels_of"], str):
-            raise _bad(path, "'claims.operators' as a mapping is {kernels_of: PROFILE}")
-        profile_path(ops["kernels_of"])   # a UserError naming the choices when unknown
-        out["operators"] = {"kernels_of": ops["kernels_of"]}
-    elif ops is not None:
-        out["operators"] = _name_list(path, ops, "claims.operators", lambda p: bool(p.strip()) and " " not in p,
-                                      "operator patterns like aten::add or nn.functional.*", "an operator pattern")
-    out["dtypes"] = _name_list(path, raw.get("dtypes"), "claims.dtypes", _is_dtype_name, "dtype names like float32",
-                               "a torch dtype name like float32")
-    out["features"] = _name_list(path, raw.get("features"), "claims.features", lambda f: f in FEATURES,
-                                 "feature names", f"one of {', '.join(FEATURES)}")
-    return {k: v for k, v in out.items() if v}
-
-
-def _slow_ops(path: str, raw) -> dict:
-    """The ``slow_ops`` mapping: operator name -> seconds (a number above 0, at most MAX_SLOW_S)."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise _bad(path, "'slow_ops' must be a mapping of operator names to seconds, e.g. {aten::add.Tensor: 0.002}")
-    out = {}
-    for op, seconds in raw.items():
-        if not isinstance(op, str) or not _OP_NAME.match(op):
-            raise _bad(path, f"'slow_ops' key {op!r} is not an operator name like aten::add or aten::add.Tensor")
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_SLOW_S:
-            raise _bad(path, f"'slow_ops' delay of {op} must be a number of seconds above 0 and at most "
-                             f"{MAX_SLOW_S:g}, not {seconds!r}")
-        out[op] = float(seconds)
-    return out
-
-
-def _collectives(path: str, raw) -> tuple[list[str], bool]:
-    """The ``collectives`` section: ``missing`` (names of COLLECTIVES)
-    and ``synchronous`` (true or false)."""
-    raw = raw or {}
-    if not isinstance(raw, dict):
-        raise _bad(path, "'collectives' must be a mapping with 'missing' and 'synchronous'")
-    unknown = set(raw) - _COLLECTIVES_KEYS
-    if unknown:
-        raise _bad(path, f"unknown key(s) {', '.join(sorted(unknown))} under 'collectives'; known: missing, synchronous")
-    missing = _name_list(path, raw.get("missing"), "collectives.missing", lambda n: n in COLLECTIVES,
-                         "collective names", f"one of {', '.join(COLLECTIVES)}")
-    synchronous = raw.get("synchronous", False)
-    if not isinstance(synchronous, bool):
-        raise _bad(path, "'collectives.synchronous' must be true or false")
-    return missing, synchronous
 
 
 @functools.lru_cache(maxsize=1)

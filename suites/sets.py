@@ -11,11 +11,10 @@ import os
 from dataclasses import dataclass
 
 from torchconform.errors import UserError
-from torchconform.core.yamlpos import load_data
-from torchconform.suites import known_suites
+from torchconform.core.yamlpos import load_data, load_yaml
+from torchconform.suites.set_schema import NEEDS, describe, validate  # noqa: F401 (NEEDS: the words)
 
 SETS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sets.yaml")
-NEEDS = ("pytorch_src",)
 
 
 @dataclass(frozen=True)
@@ -34,10 +33,13 @@ def load_set(name_or_path: str) -> tuple[str, list[Step]]:
             raise UserError(f"--suite-set {path}: no such file; pass a set name ({', '.join(set_names())}) or a YAML path")
     else:
         path, name = SETS_FILE, name_or_path
-    data = load_data(path) or {}
+    data = load_yaml(path) or {}
     if not isinstance(data, dict):
         raise UserError(f"{path}: a suite-set file is a mapping with 'sets:' or 'steps:'; see {SETS_FILE}")
-    sets = data.get("sets") if "sets" in data else {name: data.get("steps")}
+    model, failures = validate(data)   # the file's shape: suites/set_schema.py
+    if failures:
+        raise UserError(describe(failures[0], path, name))
+    sets = model.sets if "sets" in data else {name: model.steps}
     if path != SETS_FILE and isinstance(sets, dict) and name not in sets:
         if len(sets) != 1:
             raise UserError(f"{path} holds the suite sets {', '.join(map(str, sorted(sets)))} and none is named after "
@@ -45,29 +47,9 @@ def load_set(name_or_path: str) -> tuple[str, list[Step]]:
         name = next(iter(sets))
     if not isinstance(sets, dict) or name not in sets:
         raise UserError(f"unknown suite set {name!r}; use one of {', '.join(sorted(sets or {}))} or a file path")
-    return name, _steps(path, name, sets[name])
-
-
-def _steps(path: str, name: str, raw) -> list[Step]:
-    if not isinstance(raw, list) or not raw:
+    if sets[name] is None:
         raise UserError(f"{path}: suite set {name!r} must be a non-empty list of steps like {{suite: ops, selection: full}}")
-    suites, steps = known_suites(), []
-    for i, item in enumerate(raw):
-        where = f"{path}: suite set {name!r} step {i + 1}"
-        if not isinstance(item, dict) or not isinstance(item.get("suite"), str):
-            raise UserError(f"{where}: a step is a mapping with 'suite'; e.g. {{suite: ops, selection: full}}")
-        unknown = set(item) - {"suite", "selection", "needs"}
-        if unknown:
-            raise UserError(f"{where}: unknown key {sorted(unknown)[0]!r}; a step has suite, selection and needs")
-        if item["suite"] not in suites:
-            raise UserError(f"{where}: unknown suite {item['suite']!r}; use one of {', '.join(suites)}")
-        needs = str(item.get("needs") or "")
-        if needs and needs not in NEEDS:
-            raise UserError(f"{where}: needs {needs!r} is not known; use needs: pytorch_src")
-        steps.append(Step(item["suite"], str(item.get("selection") or "full"), needs))
-    if len({s.suite for s in steps}) != len(steps):
-        raise UserError(f"{path}: suite set {name!r} names a suite twice; one step per suite (runs are per suite)")
-    return steps
+    return name, [Step(s.suite, str(s.selection or "full"), s.needs or "") for s in sets[name]]
 
 
 def set_names() -> list[str]:

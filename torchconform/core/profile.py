@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchconform.errors import UserError
-from torchconform.core.profile_schema import KEYS as PROFILE_KEYS
-from torchconform.core.profile_schema import check_profile
 from torchconform.core.yamlpos import YamlError, load_yaml
 
 
@@ -59,9 +57,6 @@ COLLECTIVE_OF_ENTRY = {
     "reduce_scatter_single_coalesced": "reduce_scatter", "alltoall": "all_to_all", "alltoall_base": "all_to_all",
     "all_to_all_single": "all_to_all", "send": "send_recv", "recv": "send_recv", "recvAnysource": "send_recv",
 }
-
-# Every key a profile may hold: torchconform/core/profile_schema.py documents and checks them.
-_KNOWN_KEYS = set(PROFILE_KEYS)
 
 # Devices inductor generates code for; any other (a PrivateUse1 device) compiles with
 # aot_eager by default: inductor fails on a device it has no code generator for.
@@ -196,7 +191,11 @@ class BackendProfile:
         return {str(d).replace("torch.", "") for d in self.dtype_policy.get("unsupported", []) or []}
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in sorted(_KNOWN_KEYS) if hasattr(self, k)} | {"path": self.path}
+        # every key a profile may hold: torchconform/core/profile_schema.py declares and checks them
+        # (imported here, not at the top: pydantic and the models cost ~0.15 s a process that reads no profile)
+        from torchconform.core.profile_schema import KEYS
+
+        return {k: getattr(self, k) for k in sorted(KEYS) if hasattr(self, k)} | {"path": self.path}
 
 
 def _qualify(op: str) -> str:
@@ -248,12 +247,15 @@ def load_profile(name_or_path: str | os.PathLike) -> BackendProfile:
         data = load_yaml(str(path))
     except YamlError as exc:
         raise UserError(f"malformed backend profile {exc}") from None
-    errors = check_profile(data, str(path))
+    from torchconform.core.profile_schema import validate_profile   # see to_dict
+
+    model, errors = validate_profile(data, str(path))
     if errors:
         more = f" (and {len(errors) - 1} more: `torchconform skiplist lint {path}`)" if len(errors) > 1 else ""
         first = errors[0]
         raise UserError(f"backend profile {first.path}:{first.line}: {first.message}{more}")
-    data = {k: v for k, v in _plain(data).items() if v is not None}
+    # the keys the file holds, as the declared schema read them (plain dicts and lists)
+    data = {k: v for k, v in model.model_dump(by_alias=True, exclude_unset=True).items() if v is not None}
     # Named by its keys, never by its file: a profile.yaml anywhere is not "profile"
     # (builds are <device>-<name>-<time>, and the site's series go by the name).
     data.setdefault("name", data["device"])
@@ -293,15 +295,6 @@ def resolve_claims(claims: dict, where: str) -> dict:
     return {k: [str(x) for x in claims[k]] for k in ("operators", "dtypes", "features") if claims.get(k)}
 
 
-def _plain(value):
-    """Pos* containers (with their line numbers) as plain dicts and lists."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _env_text(value) -> str:
     """An env value as the environment holds it (YAML's true is "1", as a shell writes it)."""
     if isinstance(value, bool):
@@ -316,11 +309,7 @@ def _dtype_policy(path: Path, policy) -> dict:
     dtype in (refdev: ``torchconform.refdev:declared_downcast``, from the active refdev
     profile's traits), so the backend profile cannot disagree with the backend's own
     description; ``downcast_from`` keeps where it came from."""
-    if not isinstance(policy, dict):
-        raise UserError(f"backend profile {path}: dtype_policy must be a mapping; see skiplists/refdev/profile.yaml")
-    downcast = policy.get("downcast") or {}
-    if not isinstance(downcast, dict):
-        raise UserError(f"backend profile {path}: dtype_policy.downcast must be a mapping such as {{float64: float32}}")
+    downcast = policy.get("downcast") or {}   # its shape: profile_schema.DtypePolicy
     if "from" not in downcast:
         return dict(policy)
     source = downcast["from"]

@@ -24,6 +24,8 @@ from typing import Callable, Iterable
 
 from torchconform.core.outcome import CRASH, PASSED, TIMEOUT, Outcome, bound_message
 from torchconform.procs import SCRUBBED_ENV, SCRUBBED_PREFIXES, rerun_env  # noqa: F401 (the gate's names)
+from torchconform.collectors.repro import checkout_root
+from torchconform.db import read_changes
 
 # The rerun's environment: the original run's minus what must not leak into it
 # (torchconform.procs.rerun_env, shared with the trait reruns of collectors/traitrerun.py).
@@ -141,8 +143,6 @@ def _repro_root(argv: list[str]) -> str | None:
     """Where a recorded repro runs: the runner writes its paths relative to the torchconform
     checkout (collectors/repro.py: the site is public, so no path of the machine), so the
     rerun starts there when the test's file is found there; else in the current folder."""
-    from torchconform.collectors.repro import checkout_root
-
     root = checkout_root()
     for token in argv:
         if "::" in token or token.endswith(".py"):
@@ -205,16 +205,12 @@ def confirm(records: Iterable[dict], reruns: int, runner: Callable[[dict, int], 
 
 def next_attempt(store, build: str, test_id: str) -> int:
     """1 + the highest attempt already stored for the test in the build."""
-    from torchconform.db import read_changes
-
     attempts = [h["attempt"] for h in read_changes.test_history(store, test_id) if h["build"] == build]
     return max(attempts, default=1) + 1
 
 
 def stored_flaky(store, build: str) -> dict[str, dict]:
     """Tests already confirmed flaky in ``build`` by an earlier gate run: {test_id: entry}."""
-    from torchconform.db import read_changes
-
     return {f["test_id"]: f for f in read_changes.flaky_tests(store, build=build) if f["flaky"]}
 
 

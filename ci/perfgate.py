@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from torchconform.core.perf import EAGER
 from torchconform.gated import gated_builds
+from torchconform.db import perf as perf_db
 
 
 def _what(c: dict) -> str:
@@ -17,8 +18,6 @@ def _what(c: dict) -> str:
 
 def perf_findings(threshold: float, floor_s: float, max_spread: float) -> tuple[list[dict] | None, str]:
     """(findings, detail); findings None: nothing to compare (the rule passes quietly)."""
-    from torchconform.db import perf as perf_db
-
     current = gated_builds()
     if current is None:
         return None, "no perf results to compare"

@@ -20,6 +20,9 @@ from torchconform.core import clusters as clusters_mod
 from torchconform.gated import gate_context
 from torchconform.errors import UserError
 from torchconform.db.readback import SUITE as TRAITS_SUITE, compare_traits, traits_from_records
+from torchconform.ci.records import Value
+from torchconform.db import read_builds, read_rows
+from torchconform.db.series import baselines, series_of
 
 
 @dataclass
@@ -47,9 +50,6 @@ def resolve_baseline(store, build: str, spec: str, branch: str = "") -> str | No
     against its target branch).  ``branch``: the branch the gate records on a build
     that has none (``gate --branch``), so ``latest`` looks where the build will belong.
     """
-    from torchconform.db import read_builds
-    from torchconform.db.series import baselines
-
     spec = (spec or "latest").strip()
     if spec != "latest" and not spec.startswith("latest:"):
         store.build_row(spec)  # UserError naming `torchconform builds` when unknown
@@ -75,9 +75,6 @@ def _lookup_branch(spec: str, row: dict, branch: str) -> str | None:
 
 def _series_text(store, build: str, spec: str, branch: str) -> str:
     """The series ``latest`` / ``latest:BRANCH`` looked in, for the error that found nothing."""
-    from torchconform.db import read_builds
-    from torchconform.db.series import series_of
-
     row = next(b for b in read_builds.list_builds(store, series=True) if b["name"] == build)
     on_branch = _lookup_branch((spec or "latest").strip(), row, branch)
     series = series_of(row)
@@ -91,9 +88,6 @@ def load_records(store, build: str, names: dict[int, str] | None = None) -> Reco
 
     ``names``: {tests.id: test id} of the store (``test_names``), shared by both builds
     the gate loads."""
-    from torchconform.ci.records import Value
-    from torchconform.db import read_rows
-
     names = test_names(store) if names is None else names
     rows = list(read_rows.latest_rows(store, build, ("test_pk", "result_id", "value_id", "max_abs_err", "max_rel_err"),
                                     plain=True))
@@ -118,8 +112,6 @@ def load_records(store, build: str, names: dict[int, str] | None = None) -> Reco
 
 def test_names(store) -> dict[int, str]:
     """{tests.id: test id} of every stored test (one read, for both builds of a gate)."""
-    from torchconform.db import read_rows
-
     return dict(read_rows.stored_tests(store, ("test_id",)))
 
 
@@ -132,8 +124,6 @@ def gate_build(store, build: str, baseline: str = "latest", config: GateConfig |
     ``branch``: the branch the build came from, recorded on it when it has none
     yet, so that the next build's ``latest:BRANCH`` finds it.
     """
-    from torchconform.db import read_builds
-
     config = config or default_config()
     info = read_builds.build_info(store, build)          # UserError if unknown
     base = resolve_baseline(store, build, baseline, branch=branch)

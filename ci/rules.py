@@ -21,6 +21,9 @@ from torchconform.core.outcome import (
     FAIL, FAILED, FALLBACK_FORBIDDEN, MISSING_OP, PASS, PASS_FALLBACK, PASSED, SKIP_BACKEND, TRAIT_KIND_PREFIX,
     XPASS, Outcome,
 )
+from torchconform.census.diff import lost_operator_findings
+from torchconform.ci.claimsgate import claim_findings
+from torchconform.ci.perfgate import perf_findings
 
 NO_OP = "(no operator)"
 
@@ -359,8 +362,6 @@ def rule_lost_operator(old, new, params, flaky=frozenset(), changed=None) -> Rul
     """An operator that ran on the baseline's device (census: native, autograd, fallback or a
     covered composite) and does not on the build's.  The censuses come from
     torchconform.gated.gate_context(store, baseline, build); without both, the rule passes quietly."""
-    from torchconform.census.diff import lost_operator_findings
-
     found, detail = lost_operator_findings()
     return RuleResult("lost_operator", count=len(found or ()), threshold=params["max_ops"],
                       findings=found or [], detail=detail)
@@ -374,8 +375,6 @@ def rule_perf_regression(old, new, params, flaky=frozenset(), changed=None) -> R
     """Operators whose device/CPU ratio grew by more than ``threshold`` against the baseline
     (torchconform/core/perf.py).  The timings come from torchconform.gated.gate_context(store, baseline,
     build); without perf results in both builds, the rule passes quietly."""
-    from torchconform.ci.perfgate import perf_findings
-
     found, detail = perf_findings(params["threshold"], params["floor_s"], params["max_spread"])
     return RuleResult("perf_regression", count=len(found or ()), threshold=params["max_ops"],
                       findings=found or [], detail=detail)
@@ -389,8 +388,6 @@ def rule_broken_claim(old, new, params, flaky=frozenset(), changed=None) -> Rule
     """Claims recorded with the build (operators, dtypes, features) that its results or census
     break (torchconform/core/claims.py); judged on the build alone, so a first build too.  The
     build comes from torchconform.gated.gate_context; without recorded claims the rule passes quietly."""
-    from torchconform.ci.claimsgate import claim_findings
-
     found, detail = claim_findings()
     return RuleResult("broken_claim", count=len(found or ()), threshold=params["max_claims"],
                       findings=found or [], detail=detail)

@@ -34,6 +34,7 @@ def register(subparsers):
 
 
 def run_init(args) -> int:
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.skiplists.backend_setup import Backend, probe_backend
     from torchconform.skiplists import profile_init
     from torchconform.core.profile import load_profile

@@ -33,6 +33,7 @@ def _covered_text(value) -> str:
 
 
 def write_csv(path: str, rows) -> None:
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.safe import csv_cell
 
     try:
@@ -62,6 +63,7 @@ def _row_line(r) -> str:
 
 
 def _counts(rows) -> dict:
+    # (loaded when the command runs)
     from torchconform.core.dispatch import STATUSES
 
     out = {s: 0 for s in STATUSES}
@@ -86,6 +88,7 @@ def _model_line(block) -> str:
         return f"{block.model_id}\tno stored operator trace"
     if not block.ops:
         return f"{block.model_id}\tnothing blocks it"
+    # (loaded when the command runs)
     from torchconform.census.models import DIRECT
 
     parts = [op if how == DIRECT else f"{op} (through {how})" for op, how in sorted(block.ops.items())]
@@ -94,6 +97,7 @@ def _model_line(block) -> str:
 
 def print_models(store, build: str, rows, as_json: bool) -> None:
     """``--models``: one line (or JSON entry) per model of ``build`` with its blocking operators."""
+    # (loaded when the command runs)
     from torchconform.census.models import blocking_for_build
 
     blocks = blocking_for_build(store, build, rows)
@@ -112,6 +116,7 @@ def print_models(store, build: str, rows, as_json: bool) -> None:
 
 
 def _run(args) -> int:
+    # (loaded when the command runs)
     from torchconform.census import diff as diff_mod
     from torchconform.census import records
     from torchconform.config import db_url
@@ -125,6 +130,7 @@ def _run(args) -> int:
     census = None
     url = db_url(args.db)
     if args.device:
+        # (loaded when the command runs)
         from torchconform.census.take import take_census
 
         profile, module = _backend(args)
@@ -181,6 +187,7 @@ def _backend(args) -> tuple[str, str]:
     and written to .torchconform/profiles/<device>.yaml; what the probe found the backend
     needs (TORCH_DEVICE_BACKEND_AUTOLOAD=0 where torch's autoload gets in the way) is set
     before torch is imported here.  The device comes up in this process (census/take.py)."""
+    # (loaded when the command runs)
     from torchconform.skiplists.backend_setup import resolve_backend
 
     backend = resolve_backend(args, check=False)
@@ -192,6 +199,7 @@ def _backend(args) -> tuple[str, str]:
 def _observed_fallback(url: str, build: str) -> list[str]:
     """Operators the build's passing tests ran through the CPU fallback (none before any
     test of the build ran, or where the store does not exist yet)."""
+    # (loaded when the command runs)
     from torchconform.census.agreement import findings
     from torchconform.db import read_rows
     from torchconform.db.opening import open_store
@@ -207,6 +215,7 @@ def _observed_fallback(url: str, build: str) -> list[str]:
 def _agreement(store, build: str, rows):
     """The census against the build's own tests (census/agreement.py); None when the build
     holds no test results (a census taken alone)."""
+    # (loaded when the command runs)
     from torchconform.census.agreement import compare
     from torchconform.db import read_rows
 

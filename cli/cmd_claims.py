@@ -35,12 +35,14 @@ def register(sub):
 def _given(profile: str | None) -> dict | None:
     if not profile:
         return None
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.core.profile import load_profile
 
     return load_profile(profile).declared_claims() or None
 
 
 def _run(args) -> int:
+    # (loaded when the command runs)
     from torchconform.db.claims import require_claims
     from torchconform.db.opening import open_store
     from torchconform.errors import UserError

@@ -29,6 +29,7 @@ def register(sub):
 
 
 def _run(args) -> int:
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.db.coverage import build_coverage
     from torchconform.db.opening import open_store
 
@@ -43,6 +44,7 @@ def _run(args) -> int:
 
 
 def text_lines(cov: dict, unreached: bool = False) -> list[str]:
+    # (loaded when the command runs)
     from torchconform.db.coverage import headline
 
     lines = [f"build {cov['build']}: {headline(cov)}"]

@@ -34,6 +34,7 @@ def _status(args) -> int:
 
 
 def _check(args) -> int:
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.db.check import check
     from torchconform.db.errors import StoreError
     from torchconform.errors import UserError

@@ -19,6 +19,7 @@ def self_check() -> str:
     """Load refdev and prove it computes, views and reports a missing operator."""
     import torch
 
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform import refdev
 
     name = refdev.load()
@@ -43,6 +44,7 @@ def refdev_device_count(name: str) -> int:
 
 
 def _run(args) -> int:
+    # (loaded when the command runs)
     from torchconform.cli.main import build_parser
 
     print(self_check(), file=sys.stderr)

@@ -24,6 +24,7 @@ def _first_line(cmd) -> str:
 
 
 def _database(db) -> str:
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.config import db_url, mask_password
 
     url = db_url(db)
@@ -37,6 +38,7 @@ def _database(db) -> str:
 
 def _candidates(backend_module: str | None) -> list[tuple[str, str, str]]:
     """(device or "" for whichever it registers, module, setup) of the PrivateUse1 backends to try."""
+    # (loaded when the command runs)
     from torchconform.core.backend_env import autoload_entry_points
     from torchconform.core.profile import PROFILE_DIR
     from torchconform.core.yamlpos import load_data
@@ -56,6 +58,7 @@ def _candidates(backend_module: str | None) -> list[tuple[str, str, str]]:
 
 def _bring_up(info, device, module, setup, env=None) -> dict | None:
     """Probe one device in a child; its facts, or None (the failure is a problem of ``info``)."""
+    # (loaded when the command runs)
     from torchconform.skiplists.backend_setup import bring_up_message
     from torchconform.errors import UserError
     from torchconform.skiplists.probe import run_probe
@@ -78,6 +81,7 @@ def _bring_up(info, device, module, setup, env=None) -> dict | None:
 
 def checks(load_device: bool = True, db=None, backend_module=None) -> dict:
     """Facts about the environment; ``ok`` is False when something needed is missing."""
+    # (loaded when the command runs)
     from torchconform.core.backend_env import AUTOLOAD_ENV
 
     # torch here without its autoload: an installed backend's code runs in the children that
@@ -92,6 +96,7 @@ def checks(load_device: bool = True, db=None, backend_module=None) -> dict:
         else:
             os.environ[AUTOLOAD_ENV] = saved
 
+    # (loaded when the command runs)
     from torchconform import __version__
     from torchconform.refdev import build
     from torchconform.core.backend_env import autoload_entry_points, distribution_of
@@ -133,6 +138,7 @@ def checks(load_device: bool = True, db=None, backend_module=None) -> dict:
         if facts["registered_by"] == "autoload":
             taken = facts["device"]
     if compiler and ninja:
+        # (loaded when the command runs)
         from torchconform.refdev import profiles
 
         env = dict(os.environ)

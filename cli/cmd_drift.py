@@ -29,6 +29,7 @@ def _print_table(columns, rows) -> None:
 
 
 def _run(args) -> int:
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.ci.pipeline import resolve_baseline
     from torchconform.db import drift
     from torchconform.db.opening import open_store

@@ -22,6 +22,7 @@ def _check_output(path: str | None, flag: str) -> None:
 
 
 def _run(args) -> int:
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.ci.config import load_config
     from torchconform.ci.pipeline import gate_build
     from torchconform.ci.report import write_outputs

@@ -49,6 +49,7 @@ def register(sub):
 def report(store, build: str, baseline_spec: str = "", op: str = "", threshold: float = perf.DEFAULT_THRESHOLD,
            floor_s: float = perf.DEFAULT_FLOOR_S, top: int = 10, max_spread: float = perf.DEFAULT_MAX_SPREAD) -> dict:
     """What the command prints, as one dict (its --json)."""
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.db import perf as perf_db
 
     if threshold <= 1.0:
@@ -70,6 +71,7 @@ def report(store, build: str, baseline_spec: str = "", op: str = "", threshold: 
            "max_spread": max_spread, "rows": rows,
            "slowest": [dict(r) for r in perf.slowest(rows, top)], "changes": [], "regressions": []}
     if baseline_spec:
+        # (loaded when the command runs)
         from torchconform.ci.pipeline import resolve_baseline
 
         base = resolve_baseline(store, build, baseline_spec)
@@ -84,6 +86,7 @@ def report(store, build: str, baseline_spec: str = "", op: str = "", threshold: 
 
 
 def _run(args) -> int:
+    # (loaded when the command runs)
     from torchconform.db.opening import open_store
 
     with open_store(args.db, create=False) as store:

@@ -14,6 +14,7 @@ from torchconform.errors import UserError
 
 
 def _run(args) -> int:
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.census import impact, plan
 
     if args.top < 1:

@@ -14,6 +14,7 @@ def _trait_text(value) -> str:
 
 
 def _describe(args) -> int:
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform import refdev
 
     info = refdev.describe(args.profile)
@@ -42,6 +43,7 @@ def _check(args) -> int:
 
     import torch
 
+    # (loaded when the command runs)
     from torchconform import refdev
     from torchconform.suites.ops import opinfo_slice
 

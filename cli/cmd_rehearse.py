@@ -27,6 +27,7 @@ STANDIN = "torchconform.refdev.standin"
 
 
 def _check_backend(name: str):
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.core.device import IN_TREE
     from torchconform.core.profile import load_profile
 
@@ -41,6 +42,7 @@ def ground_truth(db: str | None, build: str, profile: str) -> dict:
     """{"missing": (reported, contradicted), "fallback": (reported, contradicted)}: the
     operators the build's records name as missing / run through the CPU fallback, and
     those refdev's profile does not list as such (``refdev describe``)."""
+    # (loaded when the command runs)
     from torchconform import refdev
     from torchconform.config import db_url
     from torchconform.db.read_ops import missing_op_leaderboard
@@ -67,6 +69,7 @@ def truth_line(backend: str, build: str, device: str, profile: str, truth: dict)
 
 
 def _run(args) -> int:
+    # (loaded when the command runs)
     from torchconform.cli.main import build_parser
 
     profile = _check_backend(args.backend)
@@ -83,6 +86,7 @@ def _run(args) -> int:
     run_argv += ["--db", args.db] if args.db else []
     run_args = parser.parse_args(run_argv)
     if run_args.build is None:
+        # (loaded when the command runs)
         from torchconform.collectors.settings import default_build_name
 
         run_args.build = default_build_name(profile.device, f"{args.refdev_profile}-rehearsal")

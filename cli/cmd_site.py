@@ -11,6 +11,7 @@ from torchconform.errors import UserError
 
 
 def _run(args) -> int:
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.dashboard import build_site, retention
     from torchconform.dashboard.publish import github_pages, local
     from torchconform.db.opening import open_store
@@ -35,6 +36,7 @@ def _run(args) -> int:
 
 
 def register(sub):
+    # (loaded when the command runs)
     from torchconform.dashboard.retention import DEFAULT
 
     p = sub.add_parser("site", help="generate the static HTML coverage site from the store",

@@ -39,6 +39,7 @@ def register(subparsers):
                       help="only failures that are new since this stored build (it passed or did not exist there)")
     prop.set_defaults(func=run_propose)
 
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.cli.skiplist_spec import register as register_spec
 
     register_spec(sub)   # import / export of torch-neuronx specs
@@ -70,6 +71,7 @@ def _date(value: str | None):
 
 
 def run_lint(args) -> int:
+    # (loaded when the command runs)
     from torchconform.skiplists.lint import lint
     from torchconform.skiplists.schema import parse_skiplist
 
@@ -85,6 +87,7 @@ def run_lint(args) -> int:
     if args.collect is not None:
         import shlex
 
+        # (loaded when the command runs)
         from torchconform.skiplists.collect import collect
 
         try:
@@ -106,6 +109,7 @@ def run_lint(args) -> int:
 
 
 def default_skiplists(backend: str) -> list[str]:
+    # (loaded when the command runs)
     import torchconform.skiplists as pkg
 
     folder = os.path.join(os.path.dirname(pkg.__file__), backend)
@@ -113,6 +117,7 @@ def default_skiplists(backend: str) -> list[str]:
 
 
 def run_propose(args) -> int:
+    # (loaded when the command runs)
     from torchconform.db import read_rows
     from torchconform.db.opening import open_store
     from torchconform.skiplists import propose as pr

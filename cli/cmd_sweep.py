@@ -60,6 +60,7 @@ def _models(args) -> int:
     import json
     import os
 
+    # loaded when the command runs: every cmd_* module is imported at start-up to register its parser (cli/main.py)
     from torchconform.sweep.driver import SweepInterrupted, SweepOptions, run_sweep
 
     if args.warm_calls < 0:
@@ -95,6 +96,7 @@ def _models(args) -> int:
 
 
 def _render(report):
+    # (loaded when the command runs)
     from torchconform.sweep.driver import render
 
     return render(report)
@@ -104,6 +106,7 @@ def _pytest_suite(args) -> int:
     """ops/upstream: the runner's path (``torchconform run``: pytest + plugin + store),
     with this shard (and, with --resume, only what the build lacks) kept by our plugin;
     ``sweep/pytest_driver.py`` locks the build around it."""
+    # (loaded when the command runs)
     from torchconform.sweep import shards
     from torchconform.sweep.pytest_driver import run_pytest_sweep
 

@@ -9,13 +9,12 @@ import sys
 from torchconform import __version__
 from torchconform.config import mask_password
 from torchconform.errors import UserError
+import torchconform.cli as package
 
 PROG = "torchconform"
 
 
 def _command_modules():
-    import torchconform.cli as package
-
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         if info.name.startswith("cmd_"):
             yield importlib.import_module(f"{package.__name__}.{info.name}")

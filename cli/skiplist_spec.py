@@ -6,6 +6,7 @@ import sys
 
 from torchconform.cli.options import add_device
 from torchconform.errors import UserError
+from torchconform.skiplists import neuron_spec_io as io
 
 
 def register(sub) -> None:
@@ -33,8 +34,6 @@ def register(sub) -> None:
 
 
 def run_import(args) -> int:
-    from torchconform.skiplists import neuron_spec_io as io
-
     results = io.import_specs(args.specs, args.out, args.device, args.issue or io.DEFAULT_ISSUE)
     for spec, target, text in results:
         counts = spec.counts()
@@ -47,8 +46,6 @@ def run_import(args) -> int:
 
 
 def run_export(args) -> int:
-    from torchconform.skiplists import neuron_spec_io as io
-
     if args.format != "torch-neuronx-spec":
         raise UserError(f"--format {args.format}: only torch-neuronx-spec is written")
     for path, written in io.export_specs(args.paths, args.out):

@@ -38,6 +38,9 @@ from torchconform.collectors.forkserver import OOM_EXIT
 from torchconform.procs import describe_exit
 from torchconform.config import mask_password
 from torchconform import settings as tc_settings
+from torchconform.collectors import environment
+from torchconform.collectors.repro import repro_for
+from torchconform.collectors.session import option
 
 BATCH_SIZE = 200
 FLUSH_SECONDS = 2.0
@@ -118,18 +121,22 @@ class ControllerPlugin:
         pm = self.config.pluginmanager
         s = self.settings
         if s.jsonl:
+            # each sink's module loads only when the run writes that sink (the store's brings sqlalchemy, JUnit's junitparser)
             from torchconform.collectors.sink_jsonl import JsonlSink
             pm.register(JsonlSink(s.jsonl), "torchconform-jsonl")
         if s.junit:
+            # (loaded only for that sink, as above)
             from torchconform.db.junit.write import JunitSink
             pm.register(JunitSink(s.junit), "torchconform-junit")
         if s.db:
             try:
+                # (loaded only for that sink, as above)
                 from torchconform.db.sink import StoreSink
             except ImportError as exc:
                 warnings.warn(f"torchconform: results store not available ({exc}); "
                               "outcomes are not stored in the database (use --tc-jsonl/--tc-junit)")
             else:
+                # (loaded only for that sink, as above)
                 from torchconform.config import db_url
                 pm.register(StoreSink(db_url(s.db), self.config), "torchconform-store")
 
@@ -183,8 +190,6 @@ class ControllerPlugin:
         return " ".join(parts)
 
     def _environment(self) -> dict:
-        from torchconform.collectors import environment
-
         values, evidence = environment.measure(self.device, self.settings.backend_module or self.profile.backend_module)
         return dict(values, **evidence)
 
@@ -368,8 +373,6 @@ class ControllerPlugin:
             ))
 
     def _memory_limit(self) -> int:
-        from torchconform.collectors.session import option
-
         try:
             return int(option(self.config, "tc_memory_limit_mb") or 0)
         except ValueError:
@@ -383,8 +386,6 @@ class ControllerPlugin:
         return nodeid if os.path.isabs(file) else os.path.join(str(self.config.rootpath), nodeid)
 
     def _repro(self, nodeid: str, path: str = "", op: str = "") -> str:
-        from torchconform.collectors.repro import repro_for
-
         return repro_for(self._node_path(nodeid, path), nodeid, self.config.invocation_params.args, self.device,
                          self.profile, self.settings, op=op if self.run.get("suite") == "ops" else "")
 

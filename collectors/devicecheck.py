@@ -99,6 +99,7 @@ class DeviceCheck:
         self._dispatch = None
         mode = tc_settings.get(DISPATCH_WATCH_ENV)
         if under_test and mode != "0" and (not tracked or mode == "always"):
+            # the observer is a C++ extension, built and loaded only when a run watches the dispatcher
             from torchconform.collectors.dispatchwatch import DispatchWatch
 
             watch = DispatchWatch(device_type)

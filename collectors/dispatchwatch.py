@@ -28,6 +28,9 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass, field
+from torchconform.core.dispatch import FALLBACK, device_keys
+from torchconform.refdev import build
+from torchconform.core.dispatch import classify
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "devops.cpp")
 
@@ -35,8 +38,6 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "devop
 def recorder():
     """The compiled observer, built once per torch and compiler; None where it cannot be
     built (no compiler): then nothing is recorded and nothing is claimed."""
-    from torchconform.refdev import build
-
     return build.optional_extension(SOURCE, "devops", "the dispatcher observer of device operators")
 
 
@@ -54,8 +55,6 @@ class DispatchWatch:
     """One device type's observer plus a cache of how the dispatcher serves each operator."""
 
     def __init__(self, device_type: str, native=None):
-        from torchconform.core.dispatch import device_keys
-
         self.device_type = device_type
         self.keys = device_keys(device_type)
         self._native = native if native is not None else recorder()
@@ -74,8 +73,6 @@ class DispatchWatch:
         fallback, missing, unavailable), read from the dispatcher once."""
         st = self._served.get(op)
         if st is None:
-            from torchconform.core.dispatch import classify
-
             try:
                 st = classify([op], self.keys)[0].status
             except Exception:  # noqa: BLE001 - an operator the dispatcher does not know
@@ -84,8 +81,6 @@ class DispatchWatch:
         return st
 
     def served_by_fallback(self, op: str) -> bool:
-        from torchconform.core.dispatch import FALLBACK
-
         return self.keys.backend_fallback and self.status(op) == FALLBACK
 
     @contextlib.contextmanager

@@ -10,6 +10,8 @@ import glob
 import os
 import platform
 import sys
+from torchconform.config import mask_password
+from torchconform.core.backend_env import IN_TREE, autoload_enabled, autoload_entry_points, distribution_of
 
 
 def _ranges(numbers) -> str:
@@ -56,8 +58,6 @@ def _memory_policy() -> str:
 def _launch_command() -> str:
     """The outermost ancestor (within 8) whose command line names torchconform: the
     command the user ran (pytest and xdist workers sit below it); else this process."""
-    from torchconform.config import mask_password
-
     found, pid = " ".join(sys.argv), os.getpid()
     for _ in range(8):
         try:
@@ -91,8 +91,6 @@ def _backend_version(module: str, device: str = "") -> str:
     """``<module> <version>`` of the backend, the version from its installed distribution
     (named too when its name is not the module's); with no module, the module of torch's
     autoload entry point that registers ``device``; "" when there is neither."""
-    from torchconform.core.backend_env import distribution_of
-
     module = module or _autoload_module(device)
     if not module:
         return ""
@@ -107,8 +105,6 @@ def _backend_version(module: str, device: str = "") -> str:
 def _autoload_module(device: str) -> str:
     """The module of the autoload entry point (group ``torch.backends``) behind ``device``:
     the one named like the device, else the only one whose module is loaded; "" if unsure."""
-    from torchconform.core.backend_env import IN_TREE, autoload_enabled, autoload_entry_points
-
     if not device or device in IN_TREE or not autoload_enabled():
         return ""
     entries = [(e["name"], e["value"].partition(":")[0]) for e in autoload_entry_points()]

@@ -44,6 +44,9 @@ import pytest
 from torchconform.core.outcome import CRASH, TIMEOUT, bound_message
 from torchconform import settings as tc_settings
 from torchconform.collectors.watchdog import STATE_ENV, TIMEOUT_EXIT, read_timeout_marker
+from torchconform.procs import die_with_parent
+from torchconform.errors import UserError
+from torchconform.procs import describe_exit
 
 # Exit statuses of a child, beside signals: a test past the memory limit, and an error
 # of the child's own loop (a bug of ours: said in the crash message).
@@ -64,8 +67,6 @@ _OOM_WORDS = ("can't allocate memory", "not enough memory", "std::bad_alloc", "c
 def wanted(mode: str | None, device: str) -> bool:
     mode = (mode or tc_settings.get(ENV)).lower()
     if mode not in ("on", "off", "auto"):
-        from torchconform.errors import UserError
-
         raise UserError(f"--tc-fork-server {mode!r} is not a mode; use on, off or auto")
     return mode == "on" or (mode == "auto" and device.split(":")[0] in DEVICES)
 
@@ -315,8 +316,6 @@ class ForkServer:
             verdict = {"outcome": CRASH, "message": f"worker '{self.workerid}' crashed while running '{nodeid}': "
                                                     f"ran out of memory (limit {self.memory_limit_mb} MiB)"}
         else:
-            from torchconform.procs import describe_exit
-
             how = "its runner failed" if code == INTERNAL_EXIT else describe_exit(code)
             verdict = {"outcome": CRASH, "message": bound_message(
                 f"worker '{self.workerid}' crashed while running '{nodeid}': {how}" + (f"\n{error}" if error else ""))}
@@ -349,8 +348,6 @@ class ForkServer:
 
     # -- in the child -----------------------------------------------------------------
     def _child(self, conn: Connection) -> int:
-        from torchconform.procs import die_with_parent
-
         die_with_parent(signal.SIGKILL)   # a worker that is killed takes its child along
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, signal.SIG_DFL)

@@ -11,6 +11,7 @@ import os
 
 from torchconform.core.backend_env import AUTOLOAD_ENV, collection_options, portable_path, repro_command
 from torchconform import settings as tc_settings
+from torchconform.core.profile import PROFILE_DIR
 
 
 def checkout_root() -> str:
@@ -45,8 +46,6 @@ def profile_option(profile) -> list[str]:
     """``--tc-profile`` as another checkout has it: a shipped profile by its folder's name;
     none for defaults probed at start-up (the plugin probes them again there); else the
     path (repro_command writes it relative to the checkout or under $HOME where it can)."""
-    from torchconform.core.profile import PROFILE_DIR
-
     path = os.path.abspath(profile.path)
     folder = os.path.dirname(path)
     if os.path.basename(path) == "profile.yaml" and os.path.dirname(folder) == os.path.abspath(PROFILE_DIR):

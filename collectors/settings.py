@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 from torchconform.errors import UserError
 from torchconform import settings as tc_settings
+from torchconform.collectors.session import option
+from torchconform.core.profile import load_profile, shipped_profile_for
+from torchconform.skiplists.backend_setup import CLI_FLAGS, resolve_backend
 
 
 @dataclass
@@ -88,8 +91,6 @@ def probed_profile(device: str, backend_module: str, config=None):
     exports TORCHCONFORM_PROFILE before they start).  Errors in the plugin's flags."""
     from types import SimpleNamespace
 
-    from torchconform.skiplists.backend_setup import resolve_backend
-
     args = SimpleNamespace(device=device, profile=None, backend_module=backend_module,
                            refdev_profile=tc_settings.given("TORCHCONFORM_REFDEV_PROFILE"))
     capman = config.pluginmanager.getplugin("capturemanager") if config is not None else None
@@ -108,16 +109,11 @@ def plugin_wording(text: str) -> str:
     """``text`` with the CLI's flags written as the plugin's ``--tc-*`` (cli_wording's inverse)."""
     import re
 
-    from torchconform.skiplists.backend_setup import CLI_FLAGS
-
     flags = "|".join(sorted(map(re.escape, CLI_FLAGS.values()), key=len, reverse=True))
     return re.sub(rf"(?<![\w-])--({flags})\b(?!-)", r"--tc-\1", text)
 
 
 def settings_from(config, namespace=None) -> Settings:
-    from torchconform.collectors.session import option
-    from torchconform.core.profile import load_profile, shipped_profile_for
-
     def get(dest):
         return option(config, dest, namespace) or ""
 

@@ -27,7 +27,10 @@ import os
 import pytest
 
 from torchconform import settings as tc_settings
+from torchconform.collectors.session import enabled
 from torchconform.skiplists.entries import first_match, info_from_item, info_from_record, ref_from_message
+from torchconform.errors import UserError
+from torchconform.skiplists.schema import load_entries
 
 ENV_PATHS = "TORCHCONFORM_SKIPLIST"
 ENV_AUDIT = "TORCHCONFORM_SKIPLIST_AUDIT"
@@ -53,8 +56,6 @@ def pytest_configure(config):
     paths = skiplist_paths(config)
     if not paths:
         return
-    from torchconform.errors import UserError
-    from torchconform.skiplists.schema import load_entries
 
     try:
         # a torch-neuronx spec (.json) names its tests for the device under test
@@ -69,10 +70,6 @@ def pytest_configure(config):
 
 
 def _runner_enabled(config) -> bool:
-    try:
-        from torchconform.collectors.session import enabled
-    except ImportError:
-        return False
     return enabled(config)
 
 

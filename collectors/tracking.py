@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from torchconform.errors import UserError
 
 # The record's evidence sources (Outcome.evidence, docs/classification.md).
 TRACKING = "tracking"
@@ -78,7 +79,6 @@ def resolve(profile, backend_module: str = "") -> Tracking | None:
     spec = dict(getattr(profile, "tracking", None) or {})
     if not spec.get("fallback_ops") and not spec.get("executed_ops"):
         return None
-    from torchconform.errors import UserError
 
     module = spec.get("module") or profile.backend_module
     if backend_module and module == profile.backend_module:

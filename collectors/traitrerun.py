@@ -27,6 +27,8 @@ import tempfile
 from torchconform.core.outcome import PASSED, Outcome
 from torchconform.collectors.traitfail import VIA_RERUN, VIA_RULE, attributed, candidate_trait, rule_reason
 from torchconform.procs import rerun_env
+from torchconform.collectors.sink_jsonl import read_jsonl
+from torchconform.collectors.worker import _resolve
 
 # Options of the session the rerun must not repeat: its sinks and build (the rerun writes its
 # own JSON lines only), xdist (one process, serially), sharding (it would deselect the tests).
@@ -78,8 +80,6 @@ def passed_with_trait_off(trait: str, hook, invocation: list[str], positional: l
     """Test ids of ``node_ids`` ({test_id: node id to run}) that pass in one pytest process with
     ``trait`` switched off by ``hook`` (the profile's trait_off); None when it cannot switch
     that trait off."""
-    from torchconform.collectors.sink_jsonl import read_jsonl
-
     with tempfile.TemporaryDirectory(prefix="tc-trait-") as tmp:
         extra = hook(trait, tmp)
         if not extra:
@@ -102,8 +102,6 @@ class TraitAttribution:
     """The controller's part: which failures to hold, and what they are once the session ends."""
 
     def __init__(self, profile, limit: int):
-        from torchconform.collectors.worker import _resolve
-
         self.policy = profile.dtype_policy or {}
         self.hook = _resolve(profile.trait_off)
         self.limit = limit

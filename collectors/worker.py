@@ -24,6 +24,9 @@ from torchconform.collectors.traitfail import parse_mismatch
 from torchconform.collectors.watchdog import STATE_ENV, Watchdog
 from torchconform import settings as tc_settings
 from torchconform.skiplists.entries import ref_from_message
+from torchconform.collectors.session import is_xdist_worker
+from torchconform.core.classify import render_chain
+from torchconform.errors import UserError
 
 
 def _resolve(spec: str):
@@ -64,7 +67,6 @@ class WorkerPlugin:
         self.settings = settings
         self.profile = settings.profile
         self.device = settings.device
-        from torchconform.collectors.session import is_xdist_worker
         self.in_worker = is_xdist_worker(config)
         self.watchdog = Watchdog(settings.timeout, tc_settings.given(STATE_ENV), self.in_worker)
         self._fallback_counts = _resolve(self.profile.fallback_counter)
@@ -95,7 +97,6 @@ class WorkerPlugin:
         be resolved, said once as a warning: the generic evidence is used then)."""
         if not self._tracking_resolved:
             self._tracking_resolved = True
-            from torchconform.errors import UserError
             try:
                 self._tracking = tracking.resolve(self.profile, self.settings.backend_module)
             except UserError as exc:
@@ -349,5 +350,4 @@ def _without_surrogates(value):
 
 
 def _chain_text(exc) -> str:
-    from torchconform.core.classify import render_chain
     return render_chain(exc)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from torchconform.dashboard.retention import mode
 
 FORMAT = 2   # 2: positional search and failure data (positions.py), modes
 _SOURCE_SUFFIXES = (".py", ".html", ".css", ".js")
@@ -74,8 +75,6 @@ def files_of(slug: str, census: bool = False, full: bool = True) -> list[str]:
 def unchanged(builds: list, rows: dict, previous: dict, out_dir: Path, generator: str, full_builds: int):
     """(each build's key, the slugs of the builds kept as they are); sets a kept build's summary.
     ``rows``: list_builds by name; ``previous``: the last run's manifest entries."""
-    from torchconform.dashboard.retention import mode
-
     keys, kept, older = {}, set(), []
     for b in builds:
         baseline_key = keys.get(b.baseline.name) if b.baseline else None

@@ -23,6 +23,7 @@ import numpy as np
 from torchconform.core.outcome import FAILED, PASSED, SKIP_BACKEND, SKIP_ELIGIBILITY, XFAIL, XPASS
 from torchconform.core.traitnotes import parse_trait_note
 from torchconform.dashboard.tables import Table
+from torchconform.db import read_rows
 from torchconform.db.shapes import DISTRIBUTED_SUITE
 
 SUITE = DISTRIBUTED_SUITE
@@ -142,7 +143,7 @@ def for_build(data) -> list[ApiRow]:
 def from_store(store, build: str, queries=None) -> list[ApiRow]:
     """The same table read from the store (for a caller without a BuildData)."""
     if queries is None:
-        from torchconform.db import read_rows as queries
+        queries = read_rows
     rows = queries.latest_rows(store, build, ("suite", "op", "name", "outcome", "kind", "missing_op", "message"),
                                plain=True)
     return summarize(r[1:] for r in rows if r[0] == SUITE)

@@ -37,6 +37,7 @@ from torchconform.core.outcome import (
 from torchconform.dashboard.build_data import RUN_AT, STORED_REPRO_AT
 from torchconform.dashboard.encoding import Numbered, column
 from torchconform.dashboard.pages.search import failure_codes
+from torchconform.dashboard.build_data import CODES
 
 SHOWN = FAILED | {SKIP_BACKEND}
 CHUNK = 4000    # rows per chunk file: a test's history loads one chunk of each build it failed in
@@ -48,8 +49,6 @@ def failure_data(data, build: str, device: str = "", categories=(), positions=No
     from a build_data.BuildData read with its ``repro`` column (build_data.FAILURE_COLUMNS).
     ``positions``: the site's numbering (positions.Positions); rows go in its order, and a
     test it does not number (stored after it was made) is left out."""
-    from torchconform.dashboard.build_data import CODES
-
     tests, pairs = data.tests, CODES.pairs
     shown = np.fromiter((o in SHOWN for o, _ in pairs), dtype=bool, count=len(pairs))
     at = np.flatnonzero(shown[data.code])
@@ -140,8 +139,6 @@ def cluster_keys(data, categories=()) -> set[str]:
     """The keys of a build's failure clusters from its results alone (build_data.RESULT_COLUMNS,
     no repro commands): what ``core.clusters.order`` needs of a baseline whose own
     pages are not rendered (past ``--full-builds``)."""
-    from torchconform.dashboard.build_data import CODES
-
     tests, pairs = data.tests, CODES.pairs
     failed = np.fromiter((o in FAILED for o, _ in pairs), dtype=bool, count=len(pairs))
     test_id, name, op, dtype = (tests.values[c] for c in ("test_id", "name", "op", "dtype"))

@@ -21,6 +21,7 @@ from torchconform import settings
 from torchconform.dashboard.per_build import render_builds
 from torchconform.dashboard.retention import DEFAULT
 from torchconform.dashboard.render import Site
+from torchconform.db.opening import open_store
 
 MAX_WORKERS = 4
 MIN_RESULTS = 100_000
@@ -68,8 +69,6 @@ def runs_of(builds: list, parts: int) -> list[list]:
 
 
 def _work(index: int):
-    from torchconform.db.opening import open_store
-
     job = _JOB
     site = Site(job["out_dir"], job["base_url"])
     with open_store(job["url"], create=False, check_schema=False) as store:

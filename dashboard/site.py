@@ -31,6 +31,8 @@ from torchconform.gcpause import no_cyclic_gc
 from torchconform.dashboard.render import STATIC, Site
 from torchconform.dashboard.staging import write_text
 from torchconform.errors import UserError
+from torchconform.dashboard.reads import READS
+from torchconform.db.opening import open_store
 
 # A generated site carries this file (with the reuse manifest); only such a folder is ever emptied.
 MARKER = ".torchconform-site"
@@ -119,10 +121,8 @@ def build_site(store, out_dir, base_url: str | None = None, queries=None, reuse:
     """
     full_builds = retention.checked(full_builds)
     if queries is None:
-        from torchconform.dashboard.reads import READS as queries
+        queries = READS
     if isinstance(store, (str, Path)):
-        from torchconform.db.opening import open_store
-
         with open_store(str(store)) as opened:
             return build_site(opened, out_dir, base_url, queries, reuse, categories, full_builds)
     out_dir = Path(out_dir)

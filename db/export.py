@@ -14,6 +14,7 @@ from torchconform.core.outcome import Outcome
 from torchconform.db import read_builds, read_rows
 from torchconform.errors import UserError
 from torchconform.safe import csv_cell
+from torchconform.db.junit.write import write_junit_stream
 
 FORMATS = ("junit", "json", "csv")
 FIELDS = [f.name for f in dataclasses.fields(Outcome)]
@@ -51,8 +52,6 @@ def _csv(store, build, info, out) -> int:
 
 
 def _junit(store, build, info, out) -> int:
-    from torchconform.db.junit.write import write_junit_stream
-
     outcomes = list(read_rows.iter_outcomes(store, build))
     run = {key: info.get(key) for key in ("torch_version", "backend", "device", "profile", "branch", "commit")}
     # what the gate needs besides the outcomes: the traits the build declared (ci/gate.py)

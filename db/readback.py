@@ -3,6 +3,7 @@ outcomes (latest result per test), for ``summary --json`` and the text summary."
 from __future__ import annotations
 
 from torchconform.core.traitnotes import traits_from_messages
+from torchconform.db.read_rows import latest_rows
 
 SUITE = "traits"
 # One line per trait in the text summary: (label, dotted key of the traits dict).
@@ -24,8 +25,6 @@ ENVIRONMENT_KEYS = ("os", "cpu_model", "cpu_count", "numa_nodes", "cpu_affinity"
 
 def stored_traits(store, build: str) -> tuple[dict, dict | None]:
     """``(traits, environment)`` of a build; ``({}, None)`` when it has no traits run."""
-    from torchconform.db.read_rows import latest_rows
-
     messages = [row.message for row in latest_rows(store, build, ("suite", "message"))
                 if row.suite == SUITE and row.message]
     traits = traits_from_messages(messages)

@@ -21,6 +21,11 @@ from torchconform.errors import UserError
 from torchconform import settings
 from torchconform.refdev import profiles, state
 from torchconform.core.yamlpos import load_data
+from torchconform.core.dispatch import RAISING_STUBS, SPARSE_RESULT_COMPRESSED, SPARSE_RESULT_COO
+from torchconform.refdev import build
+from torchconform.refdev.distributed import BACKEND_NAME
+from torchconform.refdev.profiles import COLLECTIVES
+from torchconform.refdev import compile as refdev_compile, device as device_module, distributed
 
 NAME_ENV = "TORCHCONFORM_REFDEV_NAME"
 PROFILE_ENV = "TORCHCONFORM_REFDEV_PROFILE"
@@ -68,8 +73,6 @@ def load() -> str:
                     f"set {NAME_ENV}={current} or use a fresh process"
                 )
             torch.utils.rename_privateuse1_backend(name)
-        from torchconform.refdev import build
-
         ext = build.load_extension(verbose=settings.is_on("TORCHCONFORM_REFDEV_VERBOSE"))
         traits = resolved.profile.traits
         _TRACING[0] = settings.is_on(TRACE_ENV)
@@ -82,18 +85,12 @@ def load() -> str:
                        list(unsupported), resolved.overloads_of(traits["leaks_ops"]))
         if slow is not None:
             ext.set_slow_ops(*slow)
-        from torchconform.refdev import device as device_module
-
         torch._register_device_module(
             name, device_module.boxed_module() if resolved.profile.boxed else device_module)
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-        from torchconform.refdev import compile as refdev_compile
-
         refdev_compile.register(resolved.profile.name, traits["compile_placeholder_ops"])
-        from torchconform.refdev import distributed
-
         distributed.register(name, resolved.profile.name, resolved.profile.missing_collectives,
                              resolved.profile.synchronous_collectives)
         state.current = state.Loaded(name, ext, resolved, devices)
@@ -176,8 +173,6 @@ def boxed_truth(resolved: profiles.Resolved) -> tuple[list[str], list[str]]:
     "Could not run 'aten::X' with arguments from the 'CPU' backend").  For the loaded
     profile the kernels are the registered ones; for another, the ones it would register.
     Needs refdev's build (compiled on first use), not load()."""
-    from torchconform.refdev import build
-
     if state.current is not None and resolved is state.current.resolved:
         ext, planned, registered = state.current.ext, [], True
     else:
@@ -192,8 +187,6 @@ def _cannot_run(resolved: profiles.Resolved, fallback: list, missing: list) -> t
     something: ATen's raising composite stubs (convolution_overrideable...), and, in a
     boxed profile, CPU kernels whose sparse result the fallback cannot move to refdev
     (refdev has no sparse keys).  tests/test_census_stubs.py calls them on refdev."""
-    from torchconform.core.dispatch import RAISING_STUBS, SPARSE_RESULT_COMPRESSED, SPARSE_RESULT_COO
-
     ours = set(resolved.implemented)
     gone = {op for op in RAISING_STUBS if op not in ours}
     if resolved.profile.boxed:
@@ -204,9 +197,6 @@ def _cannot_run(resolved: profiles.Resolved, fallback: list, missing: list) -> t
 def collectives(profile: profiles.Profile) -> dict:
     """refccl's ground truth for a profile: the c10d backend, each collective's status,
     and whether collectives overlap computation (refdev/distributed.py)."""
-    from torchconform.refdev.distributed import BACKEND_NAME
-    from torchconform.refdev.profiles import COLLECTIVES
-
     return {"c10d_backend": BACKEND_NAME,
             "status": {c: ("missing" if c in profile.missing_collectives else "implemented") for c in COLLECTIVES},
             "synchronous": profile.synchronous_collectives}

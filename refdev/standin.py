@@ -21,6 +21,8 @@ from torchconform import refdev
 from torchconform.core.device import IN_TREE
 from torchconform.errors import UserError
 from torchconform import settings
+from torchconform.core.profile import load_profile
+from torchconform.refdev.compile import refdev_backend
 
 _device = settings.given("TORCHCONFORM_DEVICE") or refdev.DEFAULT_NAME   # not the suites' cpu
 if _device in IN_TREE:
@@ -66,14 +68,10 @@ def clear_op_tracking() -> None:
 def _compile_alias() -> None:
     """refdev's compile backend under the name the backend profile gives its compiler
     (neuron: ``neuron``), so compiled tests ask for it as they would on the real device."""
-    from torchconform.core.profile import load_profile
-
     name = load_profile(settings.given("TORCHCONFORM_PROFILE") or DEVICE).compile_backend
     if name in ("", "refdev", "inductor", "aot_eager", "eager"):
         return
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
-
-    from torchconform.refdev.compile import refdev_backend
 
     if name not in _COMPILER_FNS:
         register_backend(compiler_fn=refdev_backend, name=name)

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from torchconform.errors import UserError
 from torchconform import settings
 from torchconform.core.backend_env import AUTOLOAD_ENV, autoload_enabled
+from torchconform.core.profile import load_profile, shipped_profile_for
+from torchconform.skiplists import profile_init
+from torchconform.skiplists.probe import run_probe
 
 GENERATED_DIR = os.path.join(".torchconform", "profiles")
 # the plugin's option -> the CLI's (messages from pytest's child name the plugin's)
@@ -52,7 +55,6 @@ def resolve_backend(args, check: bool = True) -> Backend:
     cached = getattr(args, "resolved_backend", None)
     if cached is not None and (cached.checked or not check):
         return cached
-    from torchconform.core.profile import load_profile, shipped_profile_for
 
     device, module = args.device, args.backend_module or ""
     shipped = "" if args.profile else shipped_profile_for(device)
@@ -86,9 +88,6 @@ def _check(args, backend: Backend) -> None:
 
 
 def _probed(args, device: str, module: str) -> Backend:
-    from torchconform.skiplists import profile_init
-    from torchconform.core.profile import load_profile
-
     if not re.match(r"^[a-z_][a-z0-9_]*$", device):
         raise UserError(f"--device {device!r} is not a device type; use the backend's lower-case PrivateUse1 name")
     backend = Backend(None, module)
@@ -112,8 +111,6 @@ def probe_backend(args, profile, device: str, module: str, setup: str, full: boo
     """Facts of a child that brought the device up; a failure is one line in the CLI's words.
     When torch's autoload gets in the way (another backend takes PrivateUse1, or fails), the
     device is tried without it, and the run goes without it if that works."""
-    from torchconform.skiplists.probe import run_probe
-
     facts = run_probe(device, module, setup, full, env=run_env(args, profile, backend.env))
     error = facts.get("error")
     autoload = [e["name"] for e in facts.get("autoload") or []]

@@ -17,6 +17,7 @@ import tempfile
 
 from torchconform import settings
 from torchconform.skiplists.entries import TestInfo, info_from_item
+from torchconform.errors import UserError
 
 ENV_OUT = "TORCHCONFORM_COLLECT_OUT"
 
@@ -32,8 +33,6 @@ def pytest_collection_finish(session):
 
 def collect(pytest_args: list[str], cwd: str | None = None, env: dict | None = None) -> list[TestInfo]:
     """TestInfo of every test ``pytest <pytest_args>`` would run."""
-    from torchconform.errors import UserError
-
     with tempfile.TemporaryDirectory(prefix="tc-collect-") as tmp:
         out = os.path.join(tmp, "collected.jsonl")
         run_env = dict(os.environ if env is None else env)

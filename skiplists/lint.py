@@ -26,6 +26,8 @@ import re
 from torchconform.skiplists.entries import Entry, TestInfo
 from torchconform.core.yamlpos import Problem
 from torchconform.skiplists.schema import parse_skiplist
+from torchconform.core.profile_schema import check_profile, is_profile_document
+from torchconform.core.yamlpos import YamlError, load_yaml
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -57,9 +59,6 @@ def lint(paths, collected: list[TestInfo] | None = None, today: _dt.date | None 
 
 def lint_profile(path: str) -> list[Problem] | None:
     """The problems of a backend profile file; None when ``path`` is a skiplist."""
-    from torchconform.core.profile_schema import check_profile, is_profile_document
-    from torchconform.core.yamlpos import YamlError, load_yaml
-
     named = os.path.basename(path) in ("profile.yaml", "profile.yml")
     try:
         data = load_yaml(path)

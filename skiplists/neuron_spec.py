@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 
 from torchconform.errors import UserError
+from torchconform.skiplists.entries import Entry, Skiplist
 
 TOP_KEYS = ("test_configurations",)
 # selection keys, kept as they are by import/export
@@ -274,8 +275,6 @@ def parse_entry_id(entry_id: str):
 def spec_entries(spec: Spec, device: str = SPEC_DEVICE, path: str | None = None, issue: str = "",
                  added: _dt.date | None = None):
     """Skiplist entries of a spec: skip entries first (skip_tests wins over xfail), then xfail."""
-    from torchconform.skiplists.entries import Entry
-
     added = added or _dt.date.today()
     issue = issue or f"torch-neuronx spec {spec.name}"
     out = {"skip": [], "xfail": []}
@@ -299,8 +298,6 @@ def spec_entries(spec: Spec, device: str = SPEC_DEVICE, path: str | None = None,
 
 def skiplist_from_spec(path: str, device: str | None = None):
     """A spec file as a ``Skiplist`` (what ``--skiplist SPEC.json`` and ``run --spec`` apply)."""
-    from torchconform.skiplists.entries import Skiplist
-
     spec = parse_spec(path)
     return Skiplist(path=path, backend=device or SPEC_DEVICE, description=f"torch-neuronx spec {spec.name}",
                     entries=spec_entries(spec, device or SPEC_DEVICE))

@@ -27,6 +27,8 @@ import yaml
 
 from torchconform.errors import UserError
 from torchconform.skiplists import neuron_spec as ns
+from torchconform.core.yamlpos import load_data
+from torchconform.skiplists.schema import load_skiplist
 
 DEFAULT_ISSUE = "https://github.com/aws-neuron/torch-neuronx/issues"
 
@@ -108,9 +110,6 @@ def import_specs(paths, out: str | None, device: str = ns.SPEC_DEVICE, issue: st
 
 def load_imported(path: str):
     """(spec section, validated entries) of an imported skiplist YAML; one-line errors."""
-    from torchconform.skiplists.schema import load_skiplist
-    from torchconform.core.yamlpos import load_data
-
     skiplist = load_skiplist(path)
     data = load_data(path) or {}
     section = data.get("spec")

@@ -19,6 +19,8 @@ import sys
 from torchconform.errors import UserError
 from torchconform.core.backend_env import (
     AUTOLOAD_ENV, BringUpError, autoload_entry_points, bring_up, distribution_of, one_line)
+from torchconform.core.backend_env import privateuse1_name
+from torchconform.procs import describe_exit
 
 ANSWER = "TORCHCONFORM_PROBE "
 TIMEOUT = 600.0
@@ -69,8 +71,6 @@ def _registered_name(module: str) -> tuple[str, bool]:
     """The PrivateUse1 name after torch (its autoload) and ``module`` are imported, and
     whether ``module`` had to be imported for it."""
     import importlib
-
-    from torchconform.core.backend_env import privateuse1_name
 
     try:
         import torch  # noqa: F401
@@ -240,7 +240,6 @@ def run_probe(device: str, module: str = "", setup: str = "", full: bool = True,
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(ANSWER):
             return json.loads(line[len(ANSWER):])
-    from torchconform.procs import describe_exit
 
     last = next((ln.strip() for ln in reversed(proc.stderr.splitlines()) if ln.strip()), "no output")
     raise UserError(f"device {device!r}: the process bringing the backend up ended without an answer "

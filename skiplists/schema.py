@@ -35,6 +35,7 @@ from pydantic import AfterValidator, BeforeValidator, ValidationInfo, field_vali
 from torchconform.skiplists.entries import CATEGORIES, MODES, Entry, Skiplist
 from torchconform.core.yamlpos import PosDict, Problem, YamlError, load_yaml, suggest
 from torchconform.core.yamlschema import Strict, check, fail, field, problems
+from torchconform.errors import UserError
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _URL = re.compile(r"^https?://\S+$")
@@ -342,8 +343,6 @@ def parse_skiplist(path: str, device: str | None = None) -> tuple[Skiplist, list
 
 def load_skiplist(path: str, device: str | None = None) -> Skiplist:
     """Load one file for use; the first error becomes a one-line ``UserError``."""
-    from torchconform.errors import UserError
-
     if path.endswith(".json"):
         from torchconform.skiplists.neuron_spec import skiplist_from_spec
 

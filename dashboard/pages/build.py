@@ -9,6 +9,7 @@ from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.styles import breakdown_counts, pass_rate
 from torchconform.dashboard.tables import Table
 from torchconform.dashboard.tiers import tables as tier_tables_of
+from torchconform.db.readback import ENVIRONMENT_KEYS
 
 # Failures listed at once on a build page (the filters find the others).
 FAILURES_SHOWN = 200
@@ -22,8 +23,6 @@ def _meta_text(key: str, value) -> str:
     if key == "claims":
         return claims_mod.meta_text(value)
     if key == "environment" and isinstance(value, dict):
-        from torchconform.db.readback import ENVIRONMENT_KEYS
-
         return "; ".join(f"{k} {value[k]}" for k in ENVIRONMENT_KEYS if value.get(k) not in (None, ""))
     return str(value)
 

@@ -19,6 +19,7 @@ from torchconform.dashboard.encoding import Numbered, code_ids
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.styles import category_of
 from torchconform.dashboard.tables import Table
+from torchconform.dashboard.encoding import expand_ids
 
 # Known categories first, in the order a reviewer reads them (issue 6's words).
 CATEGORIES = (
@@ -128,8 +129,6 @@ def changes_data(tables: list[tuple[str, str, list[dict]]]) -> dict:
 def records(data: dict, key: str) -> list[dict]:
     """One table's download records (``columns`` per row) from the data file: what static/diff.js
     builds (before any sorting on the page)."""
-    from torchconform.dashboard.encoding import expand_ids
-
     t = next(t for t in data["tables"] if t["key"] == key)
     r = t["rows"]
     return [dict(zip(data["columns"], [tid, data["ops"][r[p]], data["states"][r[p + 1]], data["states"][r[p + 2]],

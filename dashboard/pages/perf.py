@@ -20,14 +20,13 @@ from markupsafe import Markup, escape
 
 from torchconform.core import perf
 from torchconform.dashboard.tables import Table
+from torchconform.db import perf as perf_db
 
 ROWS_SHOWN = 200
 CHART_BARS = 40
 
 
 def has_perf(store, build_name: str) -> bool:
-    from torchconform.db import perf as perf_db
-
     return perf_db.has_rows(store, build_name)
 
 
@@ -101,8 +100,6 @@ def ratio_chart(rows: list[dict], bars: int = CHART_BARS, width: int = 900) -> M
 
 def render(site, store, build, generated: str) -> bool:
     """Write ``builds/<slug>/perf.html`` when the build has perf results; returns whether it did."""
-    from torchconform.db import perf as perf_db
-
     if not perf_db.has_rows(store, build.name):
         return False
     base = f"builds/{build.slug}/"

@@ -34,6 +34,7 @@ from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.positions import ATTR_COLUMNS  # noqa: F401  (the query fields' columns)
 from torchconform.dashboard.render import read_data_file
 from torchconform.dashboard.styles import ABSENT_CODE, CODE_LABELS, outcome_code
+from torchconform.dashboard.build_data import CODES
 
 _ABSENT = ord(ABSENT_CODE)
 _MISSING_CODE = ord(outcome_code(SKIP_BACKEND, MISSING_OP))
@@ -106,8 +107,6 @@ class BuildSearch:
 
 def position_codes(data, positions) -> np.ndarray:
     """A build's code byte at every position (``.`` where it has no result)."""
-    from torchconform.dashboard.build_data import CODES
-
     lut = np.fromiter((_CODES[pair] for pair in CODES.pairs), dtype=np.uint8, count=len(CODES.pairs))
     pos = positions.of(data.pk)
     ok = pos >= 0

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
 from typing import Iterator
 
+from torchconform.core.profile import load_profile
 from torchconform.db.junit.write import run_property_value
 from torchconform.db.junit.read import JunitReader, parse_junit  # noqa: F401  (the reader's home)
 from torchconform.db.values import digest
@@ -60,7 +61,6 @@ def ingest(store, paths: list[str], build: str, suite: str | None = None, append
     if not paths:
         raise UserError("no files to ingest; pass one or more JUnit XML paths")
     if isinstance(profile, str):
-        from torchconform.core.profile import load_profile
         profile = load_profile(profile)
     readers = [JunitReader(p, suite=suite, profile=profile) for p in paths]  # missing files fail first
     big = sum(os.path.getsize(p) for p in paths) >= PIPELINE_MIN_BYTES

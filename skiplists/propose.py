@@ -26,6 +26,7 @@ import yaml
 from torchconform.core.outcome import CRASH, ERROR, FAIL, PASSING, SKIP_BACKEND, SKIPLIST, TIMEOUT, XPASS
 from torchconform.skiplists.entries import Entry, first_match, info_from_outcome
 from torchconform.core.yamlpos import load_yaml
+from torchconform.errors import UserError
 
 PLACEHOLDER_ISSUE = "https://issue.invalid/file-an-issue-and-paste-its-url"
 _CATEGORY = {CRASH: ("crashes_device", "skip"), TIMEOUT: ("too_slow", "skip"),
@@ -207,8 +208,6 @@ def append_entries(path: str, candidates: list[Candidate], backend: str) -> None
     entries = data.get("entries") if hasattr(data, "get") else None
     keys = list(data.keys()) if hasattr(data, "keys") else []
     if entries is None or keys[-1] != "entries":
-        from torchconform.errors import UserError
-
         raise UserError(f"{path}: `entries:` must be the last top-level key to append to it; move it to the end of the file")
     indent = 2
     if entries and getattr(entries, "item_lines", None):

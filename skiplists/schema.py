@@ -36,6 +36,7 @@ from torchconform.skiplists.entries import CATEGORIES, MODES, Entry, Skiplist
 from torchconform.core.yamlpos import PosDict, Problem, YamlError, load_yaml, suggest
 from torchconform.core.yamlschema import Strict, check, fail, field, problems
 from torchconform.errors import UserError
+from torchconform.skiplists.neuron_spec import skiplist_from_spec
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _URL = re.compile(r"^https?://\S+$")
@@ -327,9 +328,6 @@ def parse_skiplist(path: str, device: str | None = None) -> tuple[Skiplist, list
     """Load and validate one file; YAML syntax errors come back as problems too.
     A ``.json`` file is a torch-neuronx spec (skiplists/neuron_spec.py), its tests named for ``device``."""
     if path.endswith(".json"):
-        from torchconform.errors import UserError
-        from torchconform.skiplists.neuron_spec import skiplist_from_spec
-
         try:
             return skiplist_from_spec(path, device), []
         except UserError as exc:
@@ -344,8 +342,6 @@ def parse_skiplist(path: str, device: str | None = None) -> tuple[Skiplist, list
 def load_skiplist(path: str, device: str | None = None) -> Skiplist:
     """Load one file for use; the first error becomes a one-line ``UserError``."""
     if path.endswith(".json"):
-        from torchconform.skiplists.neuron_spec import skiplist_from_spec
-
         return skiplist_from_spec(path, device)   # its errors are one line already
     sl, problems = parse_skiplist(path)
     errors = [p for p in problems if p.severity == "error"]

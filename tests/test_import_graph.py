@@ -64,3 +64,22 @@ def test_the_map_names_every_component_and_its_floor():
     drawn = text.split("## The floors", 1)[1].split("```")[1].split()
     order = [folder for floor in import_graph.FLOORS[1:-1] for folder in floor]
     assert [w for w in drawn if w in order][::-1] == order
+
+
+def test_every_import_inside_a_function_says_why(graph):
+    """An import of ours inside a function is there for a reason said in a comment (start-up
+    time, an optional dependency, a process whose import failure is its reported error), never
+    to dodge a circle: the floors above make a circle fail on its own."""
+    assert graph.unexplained == []
+
+
+def test_the_checker_sees_an_unexplained_import_inside_a_function(tmp_path):
+    (tmp_path / "setup.py").write_text('COMPONENTS = ["low"]\n')
+    for folder in ("torchconform", "low"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "low" / "a.py").write_text("def f():\n    from torchconform.low import b\n\n\n"
+                                          "def g():\n    # start-up: b is heavy\n    from torchconform.low import b\n")
+    (tmp_path / "low" / "b.py").write_text("")
+    graph = import_graph.build(str(tmp_path))
+    assert graph.inside_functions == 2 and graph.unexplained == [os.path.join("low", "a.py") + ":2"]

@@ -17,6 +17,7 @@ import os
 
 from torchconform.core.classify import classify_text
 from torchconform.core.numeric import FIELDS
+from torchconform.core.profile import generic_profile
 from torchconform.core.outcome import (
     as_float,
     PASS, PASS_FALLBACK, TIERS, Outcome, bound_message, check_outcome, render_repro,
@@ -47,7 +48,6 @@ class JunitReader:
         if not os.path.isfile(path):
             raise UserError(f"{path}: no such file; pass the path of a JUnit XML report")
         if profile is None:
-            from torchconform.core.profile import generic_profile
             profile = generic_profile()
         self.path = path
         self.suite_override = suite

@@ -7,7 +7,7 @@ pytest process per attempt, measured by the e2e tests, not here):
 
     load both builds (ci.pipeline.load_records), evaluate the rules, render the
     Markdown + JUnit, and the whole gate_build; with the diff of the same pair
-    (dashboard/build_data.diff, its one implementation: the test table and both builds
+    (dashboard/arrays.diff, its one implementation: the test table and both builds
     read as arrays, then counted) for comparison.
 
     python bench/gate.py [--n 154000] [--db PATH]
@@ -28,7 +28,7 @@ from torchconform.ci.config import load_config  # noqa: E402
 from torchconform.ci.gate import evaluate, record_breakdown  # noqa: E402
 from torchconform.ci.pipeline import gate_build, load_records  # noqa: E402
 from torchconform.ci.report import junit_xml, markdown  # noqa: E402
-from torchconform.dashboard import build_data  # noqa: E402
+from torchconform.db import arrays  # noqa: E402
 from torchconform.dashboard.reads import READS  # noqa: E402
 from torchconform.db.opening import open_store  # noqa: E402
 
@@ -40,10 +40,10 @@ DIFF_TARGET_S = 0.5
 
 def arrays_diff(store, old: str, new: str) -> dict:
     """The diff of two stored builds as the site makes it (test table, both builds' arrays)."""
-    tests = build_data.TestTable.read(store, READS)
-    old_data, tests = build_data.BuildData.read(store, READS, old, tests)
-    new_data, _ = build_data.BuildData.read(store, READS, new, tests)
-    return build_data.diff(READS, old_data, new_data)
+    tests = arrays.TestTable.read(store, READS)
+    old_data, tests = arrays.BuildData.read(store, READS, old, tests)
+    new_data, _ = arrays.BuildData.read(store, READS, new, tests)
+    return arrays.diff(READS, old_data, new_data)
 
 
 def timed(label: str, fn, results: dict):
@@ -76,18 +76,18 @@ def main(argv=None) -> int:
         text, junit = timed("render markdown + junit", render, results)
         run = timed("gate_build (end to end)", lambda: gate_build(store, new, baseline=old, config=config, reruns=0),
                     results)
-        timed("build_data.diff (reference)", lambda: arrays_diff(store, old, new), results)
+        timed("arrays.diff (reference)", lambda: arrays_diff(store, old, new), results)
     print("result:")
     print(f"  verdict {'PASSED' if run.result.passed else 'FAILED'}; "
           + ", ".join(f"{r.rule}={len(r.findings)}" for r in run.result.rules))
     print(f"  summary {len(text) / 1024:.0f} KiB (GitHub's step summary limit is 1024 KiB), junit {len(junit) / 1024:.0f} KiB")
-    gate_s, diff_s = results["gate_build (end to end)"], results["build_data.diff (reference)"]
+    gate_s, diff_s = results["gate_build (end to end)"], results["arrays.diff (reference)"]
     print(f"  targets: gate_build {gate_s:.2f} s of <= {GATE_TARGET_S} s ({gate_s / GATE_TARGET_S:.2f}x), "
-          f"build_data.diff {diff_s:.2f} s of <= {DIFF_TARGET_S} s ({diff_s / DIFF_TARGET_S:.2f}x); "
+          f"arrays.diff {diff_s:.2f} s of <= {DIFF_TARGET_S} s ({diff_s / DIFF_TARGET_S:.2f}x); "
           f"load average {os.getloadavg()[0]:.1f}")
     per_k = results["gate_build (end to end)"] / (2 * args.n / 1000)
     print(f"  gate_build {results['gate_build (end to end)']:.2f} s = {per_k * 1000:.1f} ms per 1000 outcomes; "
-          f"ratio to build_data.diff {results['gate_build (end to end)'] / results['build_data.diff (reference)']:.1f}x")
+          f"ratio to arrays.diff {results['gate_build (end to end)'] / results['arrays.diff (reference)']:.1f}x")
     tmp.cleanup()
     return 0
 

@@ -127,7 +127,7 @@ def child_raw_sqlite(n: int, path: str) -> dict:
 
 def child_queries(url: str, xml_a: str, xml_b: str) -> dict:
     from torchconform.census import impact
-    from torchconform.dashboard import build_data
+    from torchconform.db import arrays
     from torchconform.dashboard.reads import READS
     from torchconform.db import read_builds, read_rows
     from torchconform.db.ingest import ingest
@@ -138,14 +138,14 @@ def child_queries(url: str, xml_a: str, xml_b: str) -> dict:
     ingest(store, [xml_b], "B")
     from torchconform.ci.pipeline import load_records
 
-    def arrays(*names):   # the diff's and the matrix's one road: the site's arrays (dashboard/build_data.py)
-        tests = build_data.TestTable.read(store, READS)
-        return [build_data.BuildData.read(store, READS, name, tests)[0] for name in names]
+    def read_arrays(*names):   # the diff's and the matrix's one road: the site's arrays (db/arrays.py)
+        tests = arrays.TestTable.read(store, READS)
+        return [arrays.BuildData.read(store, READS, name, tests)[0] for name in names]
 
     out = {}
     for label, fn in (("summary_s", lambda: read_builds.summary(store, "B")),
-                      ("diff_s", lambda: build_data.diff(READS, *arrays("A", "B"))),
-                      ("op_matrix_s", lambda: arrays("B")[0].matrix_numbers()),
+                      ("diff_s", lambda: arrays.diff(READS, *read_arrays("A", "B"))),
+                      ("op_matrix_s", lambda: read_arrays("B")[0].matrix_numbers()),
                       ("leaderboard_s", lambda: impact.leaderboard(store, "B")),
                       ("latest_rows_s", lambda: sum(1 for _ in read_rows.latest_rows(store, "B"))),
                       ("iter_outcomes_s", lambda: sum(1 for _ in read_rows.iter_outcomes(store, "B"))),

@@ -125,13 +125,13 @@ def run_build(args) -> bool:
 def report(args) -> bool:
     from torchconform.core.breakdown import format_breakdown
     from torchconform.config import db_url
-    from torchconform.db import read_builds
+    from torchconform.db import counts, read_builds
     from torchconform.db.opening import open_store
 
     with open_store(db_url(args.db), create=False) as store:
         info = read_builds.build_info(store, args.build)
         total = read_builds.summary(store, args.build)
-        by_suite = read_builds.summary_by(store, args.build, "suite")
+        by_suite = counts.summary_by(store, args.build, "suite")
     print(format_breakdown(total, top=10))
     print(f"outcomes {total['total']:,} (target {SEED_TARGET:,}: {'met' if total['total'] >= SEED_TARGET else 'NOT met'})")
     for suite, b in by_suite.items():

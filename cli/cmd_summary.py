@@ -4,7 +4,7 @@ import json
 
 from torchconform.cli.options import add_build, add_db, add_json
 from torchconform.core.breakdown import format_breakdown
-from torchconform.db import read_builds
+from torchconform.db import counts, read_builds
 from torchconform.db.opening import open_store
 from torchconform.db.readback import format_traits, stored_traits
 
@@ -12,7 +12,7 @@ from torchconform.db.readback import format_traits, stored_traits
 def _run(args) -> int:
     with open_store(args.db, create=False) as store:
         if args.by:
-            result = read_builds.summary_by(store, args.build, args.by)
+            result = counts.summary_by(store, args.build, args.by)
             if args.json:
                 print(json.dumps(result, indent=2))
             else:

@@ -65,7 +65,7 @@ def step_command(args, step, build: str, db: str) -> list[str]:
 
 def run_set(args) -> int:
     # The store brings SQLAlchemy, suite sets yaml: imported when a set runs, for the CLI's start-up time.
-    from torchconform.db import read_builds
+    from torchconform.db import counts, read_builds
     from torchconform.db.opening import open_store
     from torchconform.suites.sets import applicable, load_set
     from torchconform.suites.upstream import SRC_ENV
@@ -109,7 +109,7 @@ def run_set(args) -> int:
             break
     with open_store(db, create=False) as store:
         total = read_builds.summary(store, build)
-        by_suite = read_builds.summary_by(store, build, "suite")
+        by_suite = counts.summary_by(store, build, "suite")
     if args.json:
         print(json.dumps({**total, "suite_set": name, "steps": codes, "suites": by_suite}, indent=2))
     else:

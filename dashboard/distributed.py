@@ -9,7 +9,7 @@ per outcome class, the names a backend skip says are missing (a collective,
 a c10d backend's device type, a device-module attribute), and the overlap
 probe's measured fraction from its trait note (torchconform/core/traitnotes.py).
 
-``for_build`` works from the site's one read of a build (build_data.BuildData);
+``for_build`` works from the site's one read of a build (arrays.BuildData);
 ``from_store`` asks the store (queries.latest_rows) for the same answer.
 """
 from __future__ import annotations
@@ -128,7 +128,7 @@ def summarize(rows) -> list[ApiRow]:
 
 
 def for_build(data) -> list[ApiRow]:
-    """The table of a build from its one read (build_data.BuildData)."""
+    """The table of a build from its one read (arrays.BuildData)."""
     tests = data.tests
     if SUITE not in tests.levels["suite"]:
         return []

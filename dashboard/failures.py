@@ -34,10 +34,10 @@ from torchconform.core.clusters import Clusterer, Failure
 from torchconform.core.outcome import (
     FAILED, SKIP_BACKEND, fits_template, render_repro, repro_command, repro_parts, repro_template,
 )
-from torchconform.dashboard.build_data import RUN_AT, STORED_REPRO_AT
+from torchconform.db.arrays import RUN_AT, STORED_REPRO_AT
 from torchconform.dashboard.encoding import Numbered, column
 from torchconform.dashboard.pages.search import failure_codes
-from torchconform.dashboard.build_data import CODES
+from torchconform.db.arrays import CODES
 
 SHOWN = FAILED | {SKIP_BACKEND}
 CHUNK = 4000    # rows per chunk file: a test's history loads one chunk of each build it failed in
@@ -46,7 +46,7 @@ COLUMNS = ("label", "message", "repro", "op", "cluster")
 
 def failure_data(data, build: str, device: str = "", categories=(), positions=None) -> tuple[dict, list[dict], list]:
     """(the index and the chunks of the build's failure data, its clusters largest first)
-    from a build_data.BuildData read with its ``repro`` column (build_data.FAILURE_COLUMNS).
+    from a arrays.BuildData read with its ``repro`` column (arrays.FAILURE_COLUMNS).
     ``positions``: the site's numbering (positions.Positions); rows go in its order, and a
     test it does not number (stored after it was made) is left out."""
     tests, pairs = data.tests, CODES.pairs
@@ -136,7 +136,7 @@ def _cluster_column(tests, pk_list, rows, failed, commands, categories) -> tuple
 
 
 def cluster_keys(data, categories=()) -> set[str]:
-    """The keys of a build's failure clusters from its results alone (build_data.RESULT_COLUMNS,
+    """The keys of a build's failure clusters from its results alone (arrays.RESULT_COLUMNS,
     no repro commands): what ``core.clusters.order`` needs of a baseline whose own
     pages are not rendered (past ``--full-builds``)."""
     tests, pairs = data.tests, CODES.pairs

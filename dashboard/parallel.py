@@ -3,7 +3,7 @@ the search index and the baseline diffs, so each worker takes a contiguous run
 of builds (per_build.render_builds) and returns only small derived results.
 
 Workers are forked: they inherit the query module (the benchmark's timed one
-too), the build list and the test table the parent read (build_data.TestTable),
+too), the build list and the test table the parent read (arrays.TestTable),
 and the parent's paused cyclic collector (site.py pauses it around all
 rendering), and open their own connection to the store by URL.
 Where forking is unavailable, or the store cannot be reopened by URL (an
@@ -82,7 +82,7 @@ def render_all(store, queries, site: Site, builds: list, generated: str, first_m
                full_builds: int = DEFAULT) -> list[list]:
     """Results of ``builds`` as runs of per_build.BuildResult; sets every build's summary.
     ``results``: how many stored results the builds hold (list_builds), to decide on workers;
-    ``tests``: the store's build_data.TestTable, read by the caller; ``categories``: the user's
+    ``tests``: the store's arrays.TestTable, read by the caller; ``categories``: the user's
     failure categories; ``positions``: the site's numbering of tests; ``full_builds``: the
     ``--full-builds`` in force (for the retired builds' pages)."""
     workers = worker_count(len(builds), getattr(store, "url", ""), results)

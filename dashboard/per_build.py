@@ -4,7 +4,7 @@
 hands back only the small results the site-wide pages need (summary,
 leaderboard, what the search page needs of its search data), so that it can run
 in a worker process (parallel.py) as well as in the caller's.  Each build is read
-once, as arrays (build_data.py); within a run, a build's diff against its baseline
+once, as arrays (db/arrays.py); within a run, a build's diff against its baseline
 reuses the baseline's arrays when the same run read it, else reads the baseline's
 results.  A build past ``--full-builds`` (``BuildInfo.full`` false, retention.py)
 reads only what its breakdown needs and gets the small build page.
@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 from torchconform.census import impact
 from torchconform.core.breakdown import make_breakdown
-from torchconform.dashboard import build_data, distributed, failures, retention, tiers
+from torchconform.dashboard import distributed, failures, retention, tiers
+from torchconform.db import arrays
 from torchconform.dashboard import claims as claims_mod
-from torchconform.dashboard.build_data import FAILURE_COLUMNS, BuildData, TestTable
+from torchconform.db.arrays import FAILURE_COLUMNS, BuildData, TestTable
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.pages import build as build_page
 from torchconform.dashboard.pages import diff as diff_page
@@ -27,7 +28,7 @@ from torchconform.db.not_run import with_not_run
 
 
 # What a retired build reads of its results: its breakdowns need no more.
-BREAKDOWN_COLUMNS = build_data.RESULT_COLUMNS[:4]
+BREAKDOWN_COLUMNS = arrays.RESULT_COLUMNS[:4]
 
 
 @dataclass
@@ -132,7 +133,7 @@ def _render_one(store, queries, site, b: BuildInfo, data: BuildData, generated: 
         if baseline is None or baseline.name != b.baseline.name:
             # kept from the last run, or read by another worker: read it (its results only)
             baseline, _ = BuildData.read(store, queries, b.baseline.name, data.tests)
-        d = build_data.diff(queries, baseline, data)
+        d = arrays.diff(queries, baseline, data)
         if hasattr(queries, "flaky_tests"):
             # a flaky test has several results in the build: none can when the build stores
             # exactly one result per test read (list_builds' ``results`` counts every stored one)

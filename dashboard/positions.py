@@ -6,7 +6,7 @@ data (``data/failures/<slug>/``, a row per failed or backend-skipped test) name 
 position, not by id: each test id then travels once, in ``data/tests.js``, instead of once
 per build and file (an id is ~70 characters, a build has 150k tests, 44k of them in its
 failure data).  Worker processes write those files, so the numbering is made by the parent
-before they start (``plan``), from every stored test (``build_data.TestTable``).
+before they start (``plan``), from every stored test (``arrays.TestTable``).
 
 A build kept from the last run keeps its files, so a position never moves while any is
 kept: a run starts from the numbering in the previous ``data/tests.js`` and gives the tests
@@ -60,7 +60,7 @@ class Positions:
 
 
 def plan(tests, previous: list | None) -> Positions:
-    """Number every stored test (``tests``: a build_data.TestTable) starting from ``previous``
+    """Number every stored test (``tests``: a arrays.TestTable) starting from ``previous``
     (the last run's ids by position, ``read_ids``), or afresh."""
     test_id = tests.values["test_id"]
     pks = np.flatnonzero(tests.id_rank >= 0)

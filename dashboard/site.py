@@ -6,7 +6,7 @@ The steps are in one place so the order is visible:
    on this folder (cache.py) and can be kept as they are;
 2. number the tests (positions.py: the previous run's numbering, extended) when any
    build is to be rendered; for every such build: one read of its results, joined to
-   the test table read once (build_data.py), then its pages (build, matrix, missing
+   the test table read once (db/arrays.py), then its pages (build, matrix, missing
    operators, diff) and data (search, failures), or the small page of a build past
    ``--full-builds``: per_build.py, in worker processes for a big site (parallel.py);
 3. every full build's failure clusters page (a cluster's first build and whether it is
@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from torchconform.dashboard import cache, charts, parallel, positions, retention, staging
-from torchconform.dashboard.build_data import TestTable
+from torchconform.db.arrays import TestTable
 from torchconform.dashboard.model import groups_of, load_builds
 from torchconform.core import clusters as clusters_mod
 from torchconform.dashboard.pages import census as census_page

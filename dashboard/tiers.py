@@ -22,7 +22,7 @@ _MEANING = {"exact": "passed, bitwise equal to the reference", "default": "passe
 
 
 def read(store, data) -> dict | None:
-    """{"tiers": counts, "near_misses": [...]} of a build already read (build_data.BuildData:
+    """{"tiers": counts, "near_misses": [...]} of a build already read (arrays.BuildData:
     its rows' value ids, counted against the build's tiered values); None when no result
     has a tier."""
     tiered = tiered_values(store, store.build_id(data.name))

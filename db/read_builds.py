@@ -1,5 +1,5 @@
 """Reading builds: the stored builds with their runs and completeness, and a build's
-breakdowns (summary, per suite or file); for the nightly sweep,
+breakdown (summary; per suite or file: db/counts.py); for the nightly sweep,
 what a build already holds and how long tests took before.
 
 All functions take a ``Store`` and return plain JSON-ready dicts and lists, shaped by
@@ -19,9 +19,8 @@ from torchconform.db.not_run import with_not_run
 from torchconform.db.read_rows import latest_results
 from torchconform.db.read_tiers import with_build_tiers
 from torchconform.db.runstate import absent_runs, build_complete, effective_status
-from torchconform.db.shapes import breakdowns_by, build_dict, completeness, iso
+from torchconform.db.shapes import build_dict, completeness, iso
 from torchconform.db.values import US_PER_S
-from torchconform.errors import UserError
 
 # What results say (outcome, kind, ...) is in result_values, joined by value_id (db/values.py).
 V = result_values.c
@@ -126,19 +125,6 @@ def summary(store, build: str) -> dict:
     b = {**breakdown_of_counts(build, rows), **completeness(build_info(store, build))}
     with_not_run(store, build, b)   # "not_run": what the selections left out (db/not_run.py)
     return with_build_tiers(store, build, b)   # "tiers", "near_misses" (db/read_tiers.py)
-
-
-def summary_by(store, build: str, by: str) -> dict:
-    """Breakdown per suite or per test file: {suite_or_file: breakdown}."""
-    if by not in ("suite", "file"):
-        raise UserError(f"cannot summarise by {by!r}; use 'suite' or 'file'")
-    key = tests.c[by]
-    with store.read() as conn:
-        build_id = store.build_id(build, conn)
-        query = (select(key, V.outcome, V.kind, V.missing_op, func.count())
-                 .select_from(latest_results(build_id).join(tests, tests.c.id == results.c.test_pk))
-                 .group_by(key, V.outcome, V.kind, V.missing_op))
-        return breakdowns_by(build, conn.execute(query))
 
 
 def stored_test_ids(store, build: str, suite: str) -> set[str]:

@@ -2,7 +2,7 @@
 whose attempts in one build disagree (flaky).
 
 All functions take a ``Store``.  Two builds compared test by test (the diff) is counted
-from their arrays (dashboard/build_data.py ``diff``) and shaped by db/shapes.py's ``diff_maps``.
+from their arrays (db/arrays.py ``diff``) and shaped by db/shapes.py's ``diff_maps``.
 """
 from __future__ import annotations
 

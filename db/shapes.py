@@ -4,7 +4,7 @@ so both answers are the same by construction).
 
 Builds and their completeness, breakdowns per key, the missing-operator leaderboard and
 the test-by-test diff of two builds (the OpInfo matrix's cells are counted and drawn from
-the arrays alone: dashboard/build_data.py, dashboard/pages/matrix.py).
+the arrays alone: db/arrays.py, dashboard/pages/matrix.py).
 """
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def diff_maps(old_build: str, new_build: str, old: dict, new: dict, names, total
     """``diff``'s answer from two {key: (outcome, kind, missing_op, fallback_ops, message)}
     maps of the tests whose (outcome, kind) changed or that are in one build only;
     ``names(keys) -> {key: (test_id, op)}`` is asked only for the tests that appear in
-    the answer.  The caller (dashboard/build_data.py ``diff``, over the builds' arrays)
+    the answer.  The caller (db/arrays.py ``diff``, over the builds' arrays)
     counted the whole builds: ``totals`` is ``(transitions, old_missing, new_missing)``,
     the Counter of (old outcome, old kind, new outcome, new kind) over every test in
     both builds, the set of operators missing in the old build and the Counter of

@@ -24,7 +24,7 @@ from torchconform.sweep import engines, history, shards
 from torchconform.sweep.progress import Progress
 from torchconform.sweep.protocol import Settings, Task
 from torchconform.core.profile import available_profiles, load_profile, shipped_profile_for
-from torchconform.db import locks, read_builds
+from torchconform.db import counts, locks
 from torchconform.db.model_ops import stored
 from torchconform.db.opening import open_store
 
@@ -243,7 +243,7 @@ def _run(opts, engine, store, run_id, lock, stop, prof, device, mine, tasks, com
         progress.close()
         store.finish_run(run_id, status)
 
-    whole = read_builds.summary_by(store, opts.build, "suite").get(SUITE) or breakdown(opts.build, [])
+    whole = counts.summary_by(store, opts.build, "suite").get(SUITE) or breakdown(opts.build, [])
     return SweepReport(build=opts.build, run_id=run_id, selected=len(mine), skipped=complete,
                        ran=len(tasks), outcomes=collected, breakdown=breakdown(opts.build, collected),
                        build_breakdown=whole, replaced_workers=getattr(engine, "replaced", 0),

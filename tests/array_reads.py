@@ -1,21 +1,21 @@
 """The operator matrix and the diff of stored builds, for tests, through their one
-implementation: the site's arrays (dashboard/build_data.py).  The store has no SQL road
+implementation: the site's arrays (db/arrays.py).  The store has no SQL road
 for either (issue 32); these read the builds as the site does and give the answers in the
 shape the tests assert (tests/ is on sys.path: no package)."""
 from __future__ import annotations
 
-from torchconform.dashboard import build_data
-from torchconform.dashboard.build_data import BuildData, TestTable
+from torchconform.db import arrays
+from torchconform.db.arrays import BuildData, TestTable
 from torchconform.core.outcome import BACKEND_SKIP_KINDS, OUTCOMES
 from torchconform.dashboard.reads import READS
 
 
 def store_diff(store, old: str, new: str) -> dict:
-    """The test-by-test diff of two stored builds (build_data.diff)."""
+    """The test-by-test diff of two stored builds (arrays.diff)."""
     tests = TestTable.read(store, READS)
     old_data, tests = BuildData.read(store, READS, old, tests)
     new_data, _ = BuildData.read(store, READS, new, tests)
-    return build_data.diff(READS, old_data, new_data)
+    return arrays.diff(READS, old_data, new_data)
 
 
 def store_matrix(store, build: str) -> list[dict]:

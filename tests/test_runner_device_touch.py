@@ -123,7 +123,7 @@ def test_pass_kinds_and_pass_rate_from_the_store(young):
     # the gate and the site count the same from the store
     from torchconform.ci.gate import pass_rate as gate_pass_rate
     from torchconform.ci.pipeline import load_records
-    from torchconform.dashboard.build_data import BuildData, TestTable
+    from torchconform.db.arrays import BuildData, TestTable
     from torchconform.dashboard.per_build import merge_breakdowns
     from torchconform.dashboard.styles import pass_rate as site_pass_rate
     from torchconform.dashboard.reads import READS

@@ -12,7 +12,7 @@ import site_data  # noqa: E402
 from torchconform.census import impact, plan  # noqa: E402
 from torchconform.census.take import Census  # noqa: E402
 from torchconform.dashboard import build_site  # noqa: E402
-from torchconform.dashboard.build_data import BuildData, TestTable  # noqa: E402
+from torchconform.db.arrays import BuildData, TestTable  # noqa: E402
 from torchconform.dashboard.pages import census as census_page  # noqa: E402
 from torchconform.db import read_ops  # noqa: E402
 from torchconform.dashboard.reads import READS  # noqa: E402

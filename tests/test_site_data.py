@@ -1,4 +1,4 @@
-"""The site's array path (dashboard/build_data.py) gives the store's own answers, and
+"""The site's array path (db/arrays.py) gives the store's own answers, and
 the matrix / download fast paths write what the plain ones write."""
 import json
 from collections import Counter, defaultdict
@@ -9,14 +9,14 @@ import pytest
 from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from test_store_lean_reads import two_builds
 from test_store_queries import O, store_build
-from torchconform.dashboard import build_data
+from torchconform.db import arrays
 from torchconform.core.outcome import BACKEND_SKIP_KINDS, OUTCOMES
-from torchconform.dashboard.build_data import BuildData, TestTable
+from torchconform.db.arrays import BuildData, TestTable
 from torchconform.dashboard.pages import matrix
 from torchconform.dashboard.styles import BY_KEY
 from torchconform.dashboard.tables import Table, write_downloads
 from torchconform.census import impact
-from torchconform.db import read_builds, read_ops, read_rows
+from torchconform.db import counts, read_ops, read_rows
 from torchconform.dashboard.reads import READS
 from torchconform.db.columns import TEST_COLUMNS
 
@@ -34,7 +34,8 @@ def test_array_aggregates_equal_the_sql_queries(store):
     for build in ("b1", "b2"):
         d = data[build] = _read(store, build, tests)
         for by in ("suite", "file"):
-            assert d.summary_by(READS, by) == read_builds.summary_by(store, build, by)
+            # the site's whole test table and a one-off call's build-only read (db/counts.py)
+            assert d.summary_by(READS, by) == counts.summary_by(store, build, by)
         assert d.leaderboard(READS, first) == impact.leaderboard(store, build)
         cells, numbers = d.matrix_numbers()
         # the matrix has no SQL road (issue 32): counted here one outcome at a time instead
@@ -46,10 +47,10 @@ def test_array_aggregates_equal_the_sql_queries(store):
                     counted[(o.op, o.variant, o.dtype)][o.kind] += 1
         assert cells == sorted(counted)
         assert numbers.tolist() == [[counted[c][name] for name in matrix.COUNT_NAMES] for c in cells]
-    got = build_data.diff(READS, data["b1"], data["b2"])
+    got = arrays.diff(READS, data["b1"], data["b2"])
     assert got["regressions"] and got["new_tests"] and got["missing_tests"] and got["new_missing_ops"]
     # and backwards: tests only in the old build become new ones
-    back = build_data.diff(READS, data["b2"], data["b1"])
+    back = arrays.diff(READS, data["b2"], data["b1"])
     assert [e["test_id"] for e in back["new_tests"]] == [e["test_id"] for e in got["missing_tests"]]
     assert [e["test_id"] for e in back["missing_tests"]] == [e["test_id"] for e in got["new_tests"]]
 

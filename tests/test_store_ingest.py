@@ -11,7 +11,7 @@ from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from torchconform.core.breakdown import breakdown
 from torchconform.core.outcome import Outcome
 from torchconform.db.junit.write import write_junit
-from torchconform.db import read_builds, read_rows
+from torchconform.db import counts, read_builds, read_rows
 from torchconform.db.ingest import ingest
 from torchconform.db.opening import open_store
 from torchconform.errors import UserError
@@ -183,7 +183,7 @@ def test_cli_ingest_summary_builds_export(tmp_path, pytest_junit, tc):
     assert data["total"] == 11 and data["outcomes"]["skip_backend"] == 2
     with open_store(db) as store:
         assert data == read_builds.summary(store, "b1")
-        assert list(read_builds.summary_by(store, "b1", "suite")) == ["sample"]
+        assert list(counts.summary_by(store, "b1", "suite")) == ["sample"]
     text = tc("summary", "--build", "b1", "--db", db).stdout
     assert "build b1: 11 outcomes" in text and "aten::_foreach_add.List" in text
     appended = tc("ingest", pytest_junit, "--build", "b1", "--append", "--db", db)
@@ -219,7 +219,7 @@ def test_unittest_xml_report_like_pytorch_ci(tmp_path):
         ingest(store, [path], "pytorch-ci")
         outcomes_by_name = {o.name: o for o in read_rows.iter_outcomes(store, "pytorch-ci")}
         got = {name: (o.outcome, o.kind, o.missing_op) for name, o in outcomes_by_name.items()}
-        by_suite = read_builds.summary_by(store, "pytorch-ci", "suite")
+        by_suite = counts.summary_by(store, "pytorch-ci", "suite")
     assert got == {
         "test_add_privateuse1_float32": ("pass", "", ""),
         "test_pow_privateuse1_float32": ("skip_backend", "missing_op", "aten::pow.Tensor_Tensor_out"),

@@ -8,7 +8,7 @@ from pg import db_url, pg_server, store  # noqa: F401  (fixtures)
 from torchconform.core.breakdown import breakdown
 from torchconform.core.outcome import Outcome
 from torchconform.census import impact
-from torchconform.db import read_builds, read_changes, read_rows
+from torchconform.db import counts, read_builds, read_changes, read_rows
 from torchconform.db.opening import open_store
 from torchconform.errors import UserError
 
@@ -175,13 +175,13 @@ def test_op_matrix_and_summary_by(store):
     assert cells[("add", "forward", "float32")]["outcomes"] == {"pass": 1}
     assert cells[("cat", "", "int64")]["backend_skip_kinds"] == {"missing_op": 1}
     assert ("", "", "") not in cells  # tests without an operator are not in the matrix
-    by_file = read_builds.summary_by(store, "b1", "file")
+    by_file = counts.summary_by(store, "b1", "file")
     assert set(by_file) == {"test/test_ops.py", "test/test_torch.py"}
     assert by_file["test/test_torch.py"]["missing_ops"] == [{"op": "aten::sort.values", "tests": 1}]
     assert sum(b["total"] for b in by_file.values()) == len(every_kind())
-    assert list(read_builds.summary_by(store, "b1", "suite")) == ["ops"]
+    assert list(counts.summary_by(store, "b1", "suite")) == ["ops"]
     with pytest.raises(UserError):
-        read_builds.summary_by(store, "b1", "colour")
+        counts.summary_by(store, "b1", "colour")
 
 
 def test_missing_op_leaderboard_counts_tests_models_and_first_build(store):

@@ -20,7 +20,7 @@ from torchconform.collectors.traitfail import (  # noqa: E402
 )
 from torchconform.collectors.traitrerun import TraitAttribution, rerun_argv  # noqa: E402
 from torchconform.dashboard.per_build import merge_breakdowns  # noqa: E402
-from torchconform.db import read_builds  # noqa: E402
+from torchconform.db import counts, read_builds  # noqa: E402
 from torchconform.db.opening import open_store  # noqa: E402
 from torchconform.core.profile import BackendProfile  # noqa: E402
 
@@ -150,7 +150,7 @@ def test_the_store_summary_has_fail_kinds(tmp_path):
         store.add_outcomes(run, _outcomes())
         store.finish_run(run, 0)
         assert read_builds.summary(store, "b")["fail_kinds"] == {KIND: 1}
-        assert [b["fail_kinds"] for b in read_builds.summary_by(store, "b", "file").values()] == [{KIND: 1}]
+        assert [b["fail_kinds"] for b in counts.summary_by(store, "b", "file").values()] == [{KIND: 1}]
     # the site's build page shows them apart (the outcomes table and the breakdown text)
     from torchconform.dashboard import build_site
 

@@ -1,6 +1,6 @@
 """A build's evaluation page: what an honest evaluation reports beyond pass/fail.
 
-From the build's one read (build_data.BuildData) and its baseline's:
+From the build's one read (arrays.BuildData) and its baseline's:
 
 - the traits the ``traits`` suite measured (db/readback.py's keys), each beside
   the baseline's value, a changed one marked;
@@ -21,7 +21,7 @@ from torchconform.core.notes import parse_timing_note
 from torchconform.core.numeric import drift, op_dtype_max
 from torchconform.core.outcome import PASSED
 from torchconform.core.traitnotes import traits_from_messages
-from torchconform.dashboard.build_data import RESULT_COLUMNS
+from torchconform.db.arrays import RESULT_COLUMNS
 from torchconform.dashboard.tables import Table
 from torchconform.db.readback import ENVIRONMENT_KEYS, SUITE as TRAITS_SUITE, compare_traits, value_text
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchconform.core.outcome import BACKEND_SKIP_KINDS, OUTCOMES
+from torchconform.core.outcome import OUTCOMES
 from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.styles import BY_KEY
 from torchconform.dashboard.tables import Table
+from torchconform.db.arrays import COUNT_NAMES   # the numbers per cell, counted in that order
 
 # A cell shows its most important state: anything failing first, then what
 # blocks coverage, then passes.  Eligibility skips only when nothing else ran.
@@ -30,7 +31,6 @@ STATE_ORDER = ("failed", "missing_op", "unsupported_dtype", "skiplist", "not_exe
 # (suites/ops/selection.py VARIANTS) and the generic ones; others follow by name.
 VARIANT_ORDER = ("forward", "compare_cpu", "gradient", "grad", "compare_cpu_grad", "out",
                  "noncontiguous_samples", "compiled", "compile_compare_cpu")
-COUNT_NAMES = (*OUTCOMES, *BACKEND_SKIP_KINDS)
 
 
 def _variant_key(v: str):
@@ -63,7 +63,7 @@ def build_matrix_arrays(cells: list[tuple], numbers: np.ndarray) -> tuple[dict, 
     """Pivot the cells into (op, variant) rows x dtype columns, plus the download table.
 
     ``cells``: (op, variant, dtype) keys sorted as tuples, ``numbers``: their COUNT_NAMES
-    numbers (build_data.BuildData.matrix_numbers); cells without an operator are left out.
+    numbers (arrays.BuildData.matrix_numbers); cells without an operator are left out.
     Array arithmetic throughout (tests/test_site_data.py holds the row-by-row reference)."""
     keep = [i for i, c in enumerate(cells) if c[0]]
     if len(keep) != len(cells):
@@ -139,7 +139,7 @@ def records(data: dict) -> list[dict]:
 
 
 def render(site, build: BuildInfo, cells: list[tuple], numbers, generated: str):
-    """The matrix page and its data file from build_data.BuildData.matrix_numbers: (op, variant,
+    """The matrix page and its data file from arrays.BuildData.matrix_numbers: (op, variant,
     dtype) keys sorted as tuples and a numbers row (COUNT_NAMES order) per cell."""
     base = f"builds/{build.slug}/"
     data, table = build_matrix_arrays(cells, numbers)

@@ -34,7 +34,7 @@ from torchconform.dashboard.model import BuildInfo
 from torchconform.dashboard.positions import ATTR_COLUMNS  # noqa: F401  (the query fields' columns)
 from torchconform.dashboard.render import read_data_file
 from torchconform.dashboard.styles import ABSENT_CODE, CODE_LABELS, outcome_code
-from torchconform.dashboard.build_data import CODES
+from torchconform.db.arrays import CODES
 
 _ABSENT = ord(ABSENT_CODE)
 _MISSING_CODE = ord(outcome_code(SKIP_BACKEND, MISSING_OP))
@@ -126,7 +126,7 @@ def _payload(name: str, row: np.ndarray, missing: dict, models: list) -> dict:
 
 
 def write_build(site, b: BuildInfo, data, positions) -> BuildSearch:
-    """Write ``b``'s search data from its build_data.BuildData; returns what the parent keeps."""
+    """Write ``b``'s search data from its arrays.BuildData; returns what the parent keeps."""
     row = position_codes(data, positions)
     pos = positions.of(data.pk[data.missing_at])
     missing = {p: op for p, op in zip(pos.tolist(), data.missing_ops) if p >= 0}

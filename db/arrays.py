@@ -1,9 +1,12 @@
-"""One build's latest results as arrays keyed by test, and every per-build number from them.
+"""One build's latest results as arrays keyed by test, and every per-build count from them:
+the one implementation of the per-suite / per-file breakdowns, the operator matrix and the
+diff of two builds (issue 32; the site, the CLI and the sweep call it, db/counts.py for one-off calls).
 
 A site renders many builds of the same ~150k tests.  Instead of joining each
 build's results to the tests table in SQL (and hashing the same strings again
 per build), the test attributes are read once per site run (``TestTable``, from
-``queries.stored_tests``; forked workers inherit it) and each build reads only
+``queries.stored_tests``; forked workers inherit it; a one-off count has its build's
+tests' grouping column joined to its rows instead) and each build reads only
 its result columns (``queries.latest_rows`` without a tests column): per row its own
 columns and the id of what it says, each distinct value read once (``values_by_id``);
 a row's tuple is made only when it is looked at (``Rows``).  A result's
@@ -11,10 +14,11 @@ a row's tuple is made only when it is looked at (``Rows``).  A result's
 breakdowns, the operator matrix and the baseline diff's transitions are numpy
 ``bincount``s; only the few rows that need their strings (missing operators,
 changed tests, model-zoo rows) are looked at one by one.  The answers are
-shaped by the query module's own functions (``breakdowns_by``, ``leaderboard``,
-``diff_maps``), so the site and the CLI cannot disagree; tests/test_site_data.py
-compares the breakdowns and the leaderboard with the store's SQL path.  The operator
-matrix and the diff of two builds are counted here only (the store has no other road).
+shaped by db/shapes.py (``breakdowns_by``, ``leaderboard``, ``diff_maps``), passed in
+as ``queries`` (the site's dashboard/reads.py READS, db/counts.py's DB_READS) so the
+site can time each call.  The leaderboard still has a second road, db/read_ops.py's SQL
+``missing_op_leaderboard`` (the census's plan, rehearse); tests/test_site_data.py and
+tests/test_site_census.py compare the two.
 """
 from __future__ import annotations
 
@@ -27,7 +31,6 @@ from operator import itemgetter
 import numpy as np
 
 from torchconform.core.outcome import BACKEND_SKIP_KINDS, MISSING_OP, OUTCOMES, SKIP_BACKEND
-from torchconform.dashboard.pages.matrix import COUNT_NAMES   # the matrix's numbers per cell, in this order
 from torchconform.db.shapes import DISTRIBUTED_SUITE, MODELS_SUITE
 from torchconform.db.values import VALUE_COLUMNS
 
@@ -38,6 +41,10 @@ RESULT_COLUMNS = ("test_pk", "outcome", "kind", "missing_op", "fallback_ops", "m
 FAILURE_COLUMNS = (*RESULT_COLUMNS, "stored_repro", "run_id")
 STORED_REPRO_AT, RUN_AT = FAILURE_COLUMNS.index("stored_repro"), FAILURE_COLUMNS.index("run_id")
 TEST_COLUMNS = ("test_id", "suite", "file", "op", "variant", "dtype", "name")
+# The operator matrix's numbers per cell, in this order (dashboard/pages/matrix.py draws them).
+COUNT_NAMES = (*OUTCOMES, *BACKEND_SKIP_KINDS)
+# The test columns the operator matrix (and the model-zoo / distributed split) needs.
+_MATRIX_COLUMNS = ("suite", "op", "variant", "dtype")
 _PK = itemgetter(0)
 _VALUE = itemgetter(1, 2, 3, 4, 5)    # (outcome, kind, missing_op, fallback_ops, message): queries.diff_maps' values
 
@@ -81,15 +88,19 @@ class TestTable:
 
     __test__ = False   # not a pytest class
 
-    def __init__(self, rows):
+    def __init__(self, rows, columns=TEST_COLUMNS):
+        """``rows``: (pk, *columns) tuples.  ``columns``: TEST_COLUMNS, or those a count reads
+        (a one-off ``summary --by suite`` reads the suite only); a table without the matrix's
+        columns has no cells."""
         rows = list(rows)
         pks = list(map(_PK, rows))
         size = 1 + max(pks, default=0)
         self.size = size
+        self.columns = tuple(columns)
         self.values: dict[str, list] = {}
         # tests.id is usually 1..n in the order read: then a column is its values after a hole at 0
         in_order = pks == list(range(1, size))
-        for j, col in enumerate(TEST_COLUMNS, start=1):
+        for j, col in enumerate(self.columns, start=1):
             values = list(map(itemgetter(j), rows))
             if in_order:
                 column = [None, *values]
@@ -103,14 +114,21 @@ class TestTable:
         self.levels: dict[str, list] = {}
         self.index: dict[str, np.ndarray] = {}
         for col in ("suite", "file", "op", "variant", "dtype"):
-            self.levels[col], self.index[col] = _number(self.values[col])
-        # the matrix cell of each test: (op, variant, dtype) numbered in mixed radix over sorted
-        # levels, so numeric order is the tuples' order; -1 outside the matrix
+            if col in self.values:
+                self.levels[col], self.index[col] = _number(self.values[col])
+        self.models = np.zeros(size, dtype=bool)
+        if "suite" in self.index and MODELS_SUITE in self.levels["suite"]:
+            self.models = self.index["suite"] == self.levels["suite"].index(MODELS_SUITE)
+        self.cell, self.cells = np.full(size, -1, dtype=np.int64), []
+        if all(c in self.index for c in _MATRIX_COLUMNS):
+            self._number_cells()
+
+    def _number_cells(self):
+        """The matrix cell of each test: (op, variant, dtype) numbered in mixed radix over sorted
+        levels, so numeric order is the tuples' order; -1 outside the matrix."""
         op, variant, dtype = (self.index[c] for c in ("op", "variant", "dtype"))
         n_v, n_d = len(self.levels["variant"]), len(self.levels["dtype"])
         flat = (op * n_v + variant) * n_d + dtype
-        models = self.levels["suite"].index(MODELS_SUITE) if MODELS_SUITE in self.levels["suite"] else -2
-        self.models = self.index["suite"] == models
         no_op = self.levels["op"].index("") if "" in self.levels["op"] else -2
         # the distributed suite's op is an API (ddp, all_reduce): its own table, not the matrix
         apis = self.levels["suite"].index(DISTRIBUTED_SUITE) if DISTRIBUTED_SUITE in self.levels["suite"] else -2
@@ -123,8 +141,8 @@ class TestTable:
                       for f in used[start:].tolist()]
 
     @classmethod
-    def read(cls, store, queries) -> "TestTable":
-        return cls(queries.stored_tests(store, TEST_COLUMNS))
+    def read(cls, store, queries, columns=TEST_COLUMNS) -> "TestTable":
+        return cls(queries.stored_tests(store, columns), columns)
 
     @cached_property
     def id_rank(self) -> np.ndarray:
@@ -172,12 +190,12 @@ class Rows(Sequence):
     (by code, by test), never looked at: making all 154k tuples up front cost more than
     reading them (bench/site.py)."""
 
-    def __init__(self, raw: list, values: dict, columns):
-        self._raw = raw          # per row: its OWN_COLUMNS in ``columns``, then its value id
+    def __init__(self, raw: list, values: dict, columns, skip: int = 0):
+        self._raw = raw          # per row: its OWN_COLUMNS in ``columns``, ``skip`` others, then its value id
         self._values = values    # value id -> the value's fields in ``columns`` (``said``)
         own = [c for c in columns if c in OWN_COLUMNS]
         said = [c for c in columns if c not in OWN_COLUMNS]
-        width = len(own) + 1
+        width = len(own) + skip + 1
         at = [own.index(c) if c in own else width + said.index(c) for c in columns]
         self._pick = itemgetter(*at) if len(at) > 1 else (lambda row, i=at[0]: (row[i],))
         self._own, self._said = own, said
@@ -222,14 +240,18 @@ class BuildData:
     templates: dict = field(default_factory=dict)   # FAILURE_COLUMNS reads: run id -> repro_template
 
     @classmethod
-    def read(cls, store, queries, name: str, tests: TestTable,
-             columns=RESULT_COLUMNS) -> "tuple[BuildData, TestTable]":
+    def read(cls, store, queries, name: str, tests: TestTable | None,
+             columns=RESULT_COLUMNS, test_columns=()) -> "tuple[BuildData, TestTable]":
         """Read a build; returns it and the test table (read again if the build has tests it lacks).
         ``columns``: RESULT_COLUMNS, or FAILURE_COLUMNS (rows two longer, and the runs'
         repro templates) for failures.py.  ``columns`` starts with test_pk and holds
-        outcome and kind."""
+        outcome and kind.  ``test_columns`` (``tests`` None): a one-off count's read, these
+        test attributes joined to the rows in the same query, the test table made of the
+        build's own tests (db/counts.py)."""
         own = [c for c in columns if c in OWN_COLUMNS]
-        raw = list(queries.latest_rows(store, name, (*own, "value_id"), plain=True))
+        raw = list(queries.latest_rows(store, name, (*own, *test_columns, "value_id"), plain=True))
+        if test_columns:
+            tests = TestTable(map(itemgetter(0, *range(len(own), len(own) + len(test_columns))), raw), test_columns)
         n = len(raw)
         vid = list(map(itemgetter(-1), raw))
         at = [VALUE_COLUMNS.index("repro" if c == "stored_repro" else c) for c in columns if c not in OWN_COLUMNS]
@@ -240,10 +262,10 @@ class BuildData:
             code_of[v] = CODES[(fields[outcome_at], fields[kind_at])]
         pk = np.fromiter(map(_PK, raw), dtype=np.int64, count=n)
         if not tests.knows(pk):
-            tests = TestTable.read(store, queries)
+            tests = TestTable.read(store, queries, tests.columns)
         code = np.fromiter(map(code_of.__getitem__, vid), dtype=np.int64, count=n)
         templates = queries.repro_templates(store, name) if "run_id" in columns else {}
-        return cls(name, Rows(raw, values, columns), tests, pk, code, templates), tests
+        return cls(name, Rows(raw, values, columns, len(test_columns)), tests, pk, code, templates), tests
 
     # -- helpers -------------------------------------------------------------------------
     @cached_property
@@ -276,8 +298,9 @@ class BuildData:
 
     # -- aggregates ----------------------------------------------------------------------
     def summary_by(self, queries, by: str) -> dict:
-        """queries.summary_by(store, build, by) from the arrays: (key, outcome, kind, missing_op, n)
-        rows for breakdowns_by, the missing operator only where a breakdown reads it."""
+        """The breakdown per suite or per test file, {key: breakdown} (``by``: a column of
+        the test table): (key, outcome, kind, missing_op, n) rows counted here for
+        queries.breakdowns_by, the missing operator only where a breakdown reads it."""
         levels, index = self.tests.levels[by], self.tests.index[by][self.pk]
         k = len(CODES.pairs)
         counts = np.bincount(index * k + self.code, minlength=len(levels) * k)

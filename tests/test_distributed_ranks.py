@@ -86,6 +86,27 @@ def test_first_failure_in_time_wins():
     assert first_failure([consequence, rank(5, died_at=10.2)]).rank == 5
 
 
+def test_a_peer_gone_error_never_outranks_a_death_whatever_the_clocks_say():
+    """Under load the launcher may still see a dying rank alive after its peer reported the
+    closed socket (seen in a loaded make test): the death is still the cause."""
+    from torchconform.suites.distributed.launch import Rank, first_failure
+
+    def rank(n, report=None, died_at=None):
+        r = Rank(n, proc=None, result_path="", stderr_path="", report=report)
+        r.died_at = died_at
+        return r
+
+    gloo = rank(0, {"status": "error", "failed_at": 10.0, "error": "RuntimeError: [/w/third_party/gloo/gloo/transport/"
+                    "tcp/pair.cc:537] Read error [127.0.0.1]:45321: Connection reset by peer"})
+    late_death = rank(1, died_at=10.5)
+    assert first_failure([gloo, late_death]) is late_death
+    # a rank's own error before a death is still the cause: only the peer-gone words yield
+    cause = rank(2, {"status": "error", "error": "Could not run 'aten::cos'", "failed_at": 10.1})
+    assert first_failure([cause, late_death]) is cause
+    # without a death, a peer-gone error is reported as it is
+    assert first_failure([gloo, cause]) is gloo
+
+
 # -- c10d's words for a backend that cannot take the device's tensors ---------------------------
 @pytest.mark.parametrize("said", [
     "RuntimeError: ProcessGroupGloo::allreduce: unsupported device type refdev",

@@ -10,6 +10,7 @@ every exit path here kills and reaps whatever is still running.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -33,6 +34,12 @@ DEFAULT_TIMEOUT = 120.0
 # fail there at once: "Connection closed by peer"). Their errors are consequences: the
 # rank that failed first in time is the one reported.
 PEER_GRACE = 2.0
+# A rank's error saying its peer went away (gloo's TCP transport: the socket of a rank that died
+# closed) is a consequence, not a cause: a death explains it whatever the clocks say.  Under load
+# the launcher may still see the dying rank alive after its peer had already reported the
+# closed socket, so "first in time" alone would blame the survivor.
+PEER_GONE = re.compile(r"Connection closed by peer|Connection reset by peer|Broken pipe|"
+                       r"gloo/transport/tcp/pair\.cc:\d+\] (Read|Write) error")
 POLL = 0.02
 STDERR_TAIL = 1500
 
@@ -147,9 +154,14 @@ def run_ranks(program: str, params: dict, *, size: int | None = None, timeout: f
 
 
 def first_failure(failed: list[Rank]) -> Rank:
-    """The rank whose failure the test reports: the first in time; on a tie a death (it
-    explains its peers' errors), then the lowest rank."""
-    return min(failed, key=lambda r: (r.failed_at(), r.report is not None, r.rank))
+    """The rank whose failure the test reports: the first in time, a peer-gone error after any
+    death (PEER_GONE); on a tie a death (it explains its peers' errors), then the lowest rank."""
+    deaths = any(r.report is None for r in failed)
+
+    def consequence(r: Rank) -> bool:
+        return deaths and r.report is not None and bool(PEER_GONE.search(str(r.report.get("error", ""))))
+
+    return min(failed, key=lambda r: (consequence(r), r.failed_at(), r.report is not None, r.rank))
 
 
 def _wait(ranks: list[Rank], program: str, timeout: float) -> list[dict]:

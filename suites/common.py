@@ -190,3 +190,20 @@ def name_device_test_base() -> None:
     for base in cdt.device_type_test_bases:
         if base.__name__ == "PrivateUse1TestBase" and base.device_type == "privateuse1":
             base.setUpClass()
+
+
+@contextmanager
+def fresh_compiles():
+    """dynamo's caches and counters cleared before and after: each probe or timing
+    counts only its own compiles, and no compiled graph keeps device memory past the test (the
+    plugin's leak check would call that a leak)."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    try:
+        yield counters
+    finally:
+        torch._dynamo.reset()
+        counters.clear()

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import unittest
 import warnings
-from contextlib import contextmanager
 
 from torchconform import settings
 from torchconform.core.classify import NOT_EXECUTED_PREFIX
-from torchconform.core.perf import COMPILED, EAGER, FORWARD, VARIANTS
+from torchconform.core.perf import COMPILED, FORWARD, VARIANTS
 from torchconform.errors import UserError
+from torchconform.suites.common import fresh_compiles
 from torchconform.suites.perf.measure import describe, time_pair
 
 VARIANTS_ENV = "TORCHCONFORM_PERF_VARIANTS"
@@ -67,22 +67,6 @@ def compiled_call(op, backend: str):
     return torch.compile(call, backend=backend, dynamic=False)
 
 
-@contextmanager
-def fresh_dynamo():
-    """dynamo's caches and counters cleared before and after the block (no compiled graph
-    outlives the test: the plugin's leak check would call it a leak)."""
-    import torch._dynamo
-    from torch._dynamo.utils import counters
-
-    torch._dynamo.reset()
-    counters.clear()
-    try:
-        yield counters
-    finally:
-        torch._dynamo.reset()
-        counters.clear()
-
-
 def _first_checked(fn, profile):
     """``fn`` whose first call's warnings are checked for the profile's not-executed patterns
     (a skip) and re-emitted otherwise (fallback evidence is kept); later calls run bare."""
@@ -108,7 +92,7 @@ def compiled_row(op_name: str, dtype: str, op, dev_sample, cpu_sample, sync, cal
                  profile=None) -> tuple[dict, dict]:
     """(row, compile counts) of the compiled forward call on both sides; the counts:
     ``graphs``, ``graph_breaks``, ``recompiles`` over both sides' compiles."""
-    with fresh_dynamo() as counters:
+    with fresh_compiles() as counters:
         dev_fn = compiled_call(op, backend)
         cpu_fn = compiled_call(op, cpu_backend(backend))
         dev_s, cpu_s = dev_sample, cpu_sample

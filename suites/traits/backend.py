@@ -63,18 +63,3 @@ def recorded_warnings():
         yield caught
 
 
-@contextmanager
-def fresh_compiles():
-    """dynamo's caches and counters cleared before and after: each probe counts only
-    its own compiles, and no compiled graph keeps device memory past the test (the
-    plugin's leak check would call that a leak)."""
-    import torch._dynamo
-    from torch._dynamo.utils import counters
-
-    torch._dynamo.reset()
-    counters.clear()
-    try:
-        yield counters
-    finally:
-        torch._dynamo.reset()
-        counters.clear()

@@ -9,7 +9,7 @@ import time
 import torch
 
 from torchconform.core.traitnotes import not_measurable
-from torchconform.suites.common import active_profile
+from torchconform.suites.common import active_profile, fresh_compiles
 from torchconform.suites.traits import backend
 
 SHAPES = (8, 12, 16, 24, 32, 48)     # rows of a (n, 16) input
@@ -40,7 +40,7 @@ def measure_noncontiguous_copy() -> dict:
     # inputs made on CPU and copied: a backend without normal_ is still measured (copies only)
     contiguous = torch.randn(64, 32).to(dev)
     strided = torch.randn(32, 64).to(dev).t()      # same shape and bytes, transposed strides
-    with backend.fresh_compiles():
+    with fresh_compiles():
         fn = torch.compile(_pointwise, backend=backend.compile_backend())
         for arg in (contiguous, contiguous, strided, strided):   # compile both layouts, then warm
             fn(arg)
@@ -80,7 +80,7 @@ def measure_static_shapes() -> dict:
     """Compiles over a sweep of shapes (default dynamic setting), and with inputs padded to power-of-two buckets."""
     dev = backend.device()
     inputs = [torch.randn(n, 16).to(dev) for n in SHAPES]     # made on CPU: no device normal_ needed
-    with backend.fresh_compiles() as counters:
+    with fresh_compiles() as counters:
         fn = torch.compile(_pointwise, backend=backend.compile_backend())
         cold = _timed(fn, inputs[0])
         per_shape = [_graphs(counters)]
@@ -91,7 +91,7 @@ def measure_static_shapes() -> dict:
         cache = _cache_counters(counters)
     later = per_shape[-1] - per_shape[WARMUP_SHAPES - 1]
     rate = round(later / (len(SHAPES) - WARMUP_SHAPES), 6)
-    with backend.fresh_compiles() as counters:
+    with fresh_compiles() as counters:
         padded = torch.compile(_pointwise, backend=backend.compile_backend(), dynamic=False)
         for x in inputs:
             buf = torch.zeros(_bucket(x.shape[0]), 16, device=dev)
@@ -131,7 +131,7 @@ def measure_placeholder_outputs() -> dict:
     a_cpu, b_cpu = (0.1 + 0.8 * torch.rand(32, generator=gen) for _ in range(2))
     a, b = a_cpu.to(dev), b_cpu.to(dev)
     found, how, missing, failed = [], {}, [], {}
-    with backend.fresh_compiles():
+    with fresh_compiles():
         for name, body in _candidates(a, b).items():
             fn = torch.compile(body, backend=backend.compile_backend())   # one code object per operator
             try:
@@ -167,7 +167,7 @@ def measure_compile_fallback() -> dict:
     import torch._dynamo
 
     x = torch.randn(8).to(backend.device())     # made on CPU: no device normal_ needed
-    with backend.fresh_compiles(), backend.recorded_warnings() as caught:
+    with fresh_compiles(), backend.recorded_warnings() as caught:
         fn = torch.compile(_pointwise, backend=_failing_backend)
         try:
             out = fn(x)

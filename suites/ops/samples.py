@@ -21,6 +21,7 @@ test. See docs/classification.md, "Where the ops suite makes its samples".
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import unittest
 
@@ -153,18 +154,26 @@ def _named_creation(samples):
     that says so (the operator under test has not run yet)."""
     it = iter(samples)
     while True:
-        try:
-            sample = next(it)
-        except StopIteration:
-            return
-        except unittest.SkipTest:
-            raise
-        except Exception as exc:
-            blocked = _creation_blocked(exc)
-            if blocked is None:
-                raise
-            raise blocked from None
+        with _creation_skips():
+            try:
+                sample = next(it)
+            except StopIteration:
+                return
         yield sample
+
+
+@contextlib.contextmanager
+def _creation_skips():
+    """Inside: a missing operator while making a sample is raised as the skip that says so."""
+    try:
+        yield
+    except unittest.SkipTest:
+        raise
+    except Exception as exc:
+        blocked = _creation_blocked(exc)
+        if blocked is None:
+            raise
+        raise blocked from None
 
 
 def device_samples(op, device: str, dtype, requires_grad: bool = False):
@@ -179,12 +188,5 @@ def device_samples(op, device: str, dtype, requires_grad: bool = False):
 def noncontiguous(sample: SampleInput) -> SampleInput:
     """``sample.noncontiguous()``: made with device operators too, so a missing one is a
     sample-creation skip, as for :func:`device_samples`."""
-    try:
+    with _creation_skips():
         return sample.noncontiguous()
-    except unittest.SkipTest:
-        raise
-    except Exception as exc:
-        blocked = _creation_blocked(exc)
-        if blocked is None:
-            raise
-        raise blocked from None

@@ -120,7 +120,7 @@ def test_sigterm_stops_a_parallel_run_in_seconds_keeps_what_finished_and_is_neve
     out, err = sigterm_after(proc, jsonl, 30, before=before)
     # "in seconds" without a clock verdict (it would depend on load): the run ended within
     # sigterm_after's wait, before its planned tests (asserted below: planned > recorded), and the
-    # escalation of a worker that ignores SIGTERM is test_faults_run.py's mechanism test
+    # escalation of a worker that ignores SIGTERM is test_faults_run_signals.py's mechanism test
     assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
     assert not alive(tree), "pytest or a worker outlived the cancelled run"
     assert "INCOMPLETE" in out and "interrupted" in out

@@ -10,6 +10,8 @@ from pydantic import BaseModel
 from torchconform.ci import config as gate_config
 from torchconform.ci.gate_schema import GateFile
 from torchconform.core import profile as backend_profile
+from torchconform.core.category_schema import CategoriesFile
+from torchconform.core.clusters import load_categories
 from torchconform.core.profile_schema import BackendProfileFile
 from torchconform.core.yamlschema import json_schema
 from torchconform.errors import UserError
@@ -50,9 +52,14 @@ KINDS = {
         ("steps:\n  - suite: ops\n    when: nightly\n", 3, "unknown key 'when'"),
         ("steps:\n  - suite: ops\n  - 7\n", 3, "a step is a mapping with 'suite'"),
     ),
+    "failure-categories": (
+        load_categories, "categories:\n  - {name: Leaks, message: memory leak}\n",
+        ("categories:\n  - name: Leaks\n    message: leak\n    colour: red\n", 4, "unknown key 'colour'"),
+        ("- name: Leaks\n  message: 404\n", 2, "'message' must be a string"),
+    ),
 }
 SCHEMAS = {"skiplist": SkiplistFile, "backend-profile": BackendProfileFile, "refdev-profile": RefdevProfileFile,
-           "gate-config": GateFile, "suite-set": SuiteSetFile}
+           "gate-config": GateFile, "suite-set": SuiteSetFile, "failure-categories": CategoriesFile}
 
 
 def _write(tmp_path, text):

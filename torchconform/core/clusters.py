@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchconform.core.outcome import FAILED
-from torchconform.errors import UserError
 
 SIGNATURE_CHARS = 200
 # dtype names as PyTorch spells them (torch.<name>); kept whole in a signature
@@ -70,36 +69,13 @@ class Category:
 
 def load_categories(path) -> list[Category]:
     """Categories from a YAML file: a list (or ``categories:`` list) of
-    ``{name, message: regex, outcomes: [fail, error, ...] (optional)}``; the first that matches wins."""
-    import yaml
+    ``{name, message: regex, outcomes: [fail, error, ...] (optional)}``; the first that matches wins.
+    The file's shape is declared in core/category_schema.py; a bad file is a ``UserError``
+    ``FILE:LINE: ...``."""
+    # pydantic (the declared shape) loads only when a file is read: the site's workers import this module
+    from torchconform.core.category_schema import load
 
-    where = f"categories file {path}"
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot read the {where}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise UserError(f"{where} is not valid YAML: {exc}") from None
-    if isinstance(data, dict):
-        data = data.get("categories")
-    if not isinstance(data, list):
-        raise UserError(f"{where}: expected a list of {{name, message}} entries (or categories: [...])")
-    out = []
-    for i, entry in enumerate(data, start=1):
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"].strip() \
-                or not isinstance(entry.get("message", entry.get("messageRegex")), str):
-            raise UserError(f"{where}: entry {i} needs a name and a message regex (strings)")
-        regex = entry.get("message", entry.get("messageRegex"))
-        try:
-            pattern = re.compile(regex)
-        except re.error as exc:
-            raise UserError(f"{where}: entry {i} ({entry['name']}): bad regex {regex!r}: {exc}") from None
-        outcomes = entry.get("outcomes") or []
-        if not isinstance(outcomes, list) or set(outcomes) - FAILED:
-            raise UserError(f"{where}: entry {i} ({entry['name']}): outcomes must be a list of "
-                            f"{', '.join(sorted(FAILED))}")
-        out.append(Category(entry["name"].strip(), pattern, frozenset(outcomes)))
-    return out
+    return [Category(e.name, re.compile(e.regex), frozenset(e.outcomes or ())) for e in load(path)]
 
 
 def categories_key(path) -> str:

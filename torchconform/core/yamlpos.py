@@ -7,7 +7,7 @@ we refuse duplicate keys (plain YAML silently keeps the last one, which would
 hide a half-edited entry).
 
 Every YAML file torchconform reads (skiplists, backend and refdev profiles, the
-gate config, the suites' data files) goes through this module: ``load_yaml``
+gate config, the suites' data files, failure categories) goes through this module: ``load_yaml``
 for Pos* containers, ``load_data`` for plain data.  Both refuse anchors and
 aliases (``&a`` / ``*a``) where the parser meets the first one: none of our
 files needs them, and nine levels of aliases nine wide expand to 387 million

@@ -3,7 +3,8 @@
 Each YAML file kind torchconform reads declares its shape once as ``Strict`` models (unknown
 keys are errors, no type coercion): backend profiles (``core/profile_schema.py``), skiplists
 (``skiplists/schema.py``), refdev profiles (``refdev/profile_schema.py``), the gate config
-(``ci/gate_schema.py``) and suite sets (``suites/set_schema.py``).  :func:`check` validates a
+(``ci/gate_schema.py``), suite sets (``suites/set_schema.py``) and failure categories
+(``core/category_schema.py``).  :func:`check` validates a
 document loaded with positions (``yamlpos.load_yaml``) against one and maps each pydantic
 error's ``loc`` back to the YAML line it came from, so a user sees ``FILE:LINE: what is wrong;
 the fix`` and never a pydantic report.

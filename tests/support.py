@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -26,3 +28,17 @@ def child_env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
     env.update(extra)
     return env
+
+
+def _namespace_runs() -> bool:
+    """Whether a private mount namespace works here (a small or read-only file system
+    without touching the host)."""
+    if not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+                           capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+needs_namespace = pytest.mark.skipif(not _namespace_runs(),
+                                     reason="no private mount namespace here (unshare -Urm + mount tmpfs)")

@@ -14,7 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
+from support import needs_namespace
 from faults_run_support import (TC, build_row, child_env, jsonl_ids, no_process_left, one_error, run_args, stored_ids,
                                 tc)
 
@@ -75,17 +75,7 @@ def test_a_second_run_of_a_build_being_written_is_refused_in_one_line(tmp_path):
 
 # -- item 2: the disk fills up during a run ----------------------------------------------------
 
-def _namespace_runs() -> bool:
-    import shutil
-
-    if not shutil.which("unshare"):
-        return False
-    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-                           capture_output=True, timeout=30)
-    return probe.returncode == 0
-
-
-@pytest.mark.skipif(not _namespace_runs(), reason="no private mount namespace here (unshare -Urm + mount tmpfs)")
+@needs_namespace
 def test_a_disk_that_fills_up_during_a_run_stops_it_incomplete_and_loses_nothing_recorded(tmp_path):
     """Before: an INTERNALERROR in pytest's log, the run stopped at 260 of 597 tests, and
     `run` printed "260 outcomes" with no INCOMPLETE and exited 0."""

@@ -27,6 +27,7 @@ from gen_outcomes import synthetic_outcomes, write_junit_file  # noqa: E402
 from pg import pg_server  # noqa: E402,F401  (fixture)
 from torchconform.db import opening as store_mod  # noqa: E402
 from torchconform.db.opening import open_store  # noqa: E402
+from support import needs_namespace  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 N = 20_000   # outcomes of the stored build: a store of about 6 MB
@@ -96,16 +97,6 @@ def _sha1(path: Path) -> str:
 
 # -- a private mount namespace: a small or read-only file system without touching the host -----
 
-def _namespace_runs() -> bool:
-    if not shutil.which("unshare"):
-        return False
-    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-                           capture_output=True, timeout=30)
-    return probe.returncode == 0
-
-
-needs_namespace = pytest.mark.skipif(not _namespace_runs(),
-                                     reason="no private mount namespace here (unshare -Urm + mount tmpfs)")
 
 
 def in_namespace(script: str, tmp_path: Path) -> subprocess.CompletedProcess:

@@ -11,11 +11,9 @@ reads only what its breakdown needs and gets the small build page.
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 from torchconform.census import impact
-from torchconform.core.breakdown import make_breakdown
 from torchconform.dashboard import distributed, failures, retention, tiers
 from torchconform.db import arrays
 from torchconform.dashboard import claims as claims_mod
@@ -47,19 +45,6 @@ class BuildResult:
     baseline_keys: set | None = None
 
 
-def merge_breakdowns(build: str, parts) -> dict:
-    """One breakdown from breakdowns of disjoint parts of a build (core.breakdown shape)."""
-    outcomes, kinds, missing_ops, fail_kinds = Counter(), Counter(), Counter(), Counter()
-    host_only = 0
-    for b in parts:
-        outcomes.update(b["outcomes"])
-        kinds.update(b["backend_skip_kinds"])
-        missing_ops.update({m["op"]: m["tests"] for m in b["missing_ops"]})
-        host_only += b["pass_kinds"]["host_only"]
-        fail_kinds.update(b.get("fail_kinds") or {})
-    return make_breakdown(build, outcomes, kinds, missing_ops, host_only, fail_kinds)
-
-
 def _by_rows(by: dict) -> list[dict]:
     return [{"key": key or "(none)", "summary": b} for key, b in by.items()]
 
@@ -88,14 +73,13 @@ def render_builds(store, queries, site, builds: list[BuildInfo], generated: str,
 
 
 def _breakdowns(queries, b: BuildInfo, data: BuildData, store=None) -> tuple[dict, dict]:
-    """(per suite, per file) breakdowns; sets the build's summary from them (with what the
-    selections left out, ``not_run``, when ``store`` is given: db/not_run.py)."""
-    by_suite = data.summary_by(queries, "suite")
-    # every test has exactly one suite, so the per-suite breakdowns add up to the build's
-    b.summary = merge_breakdowns(b.name, by_suite.values())
+    """(per suite, per file) breakdowns; sets the build's summary (the store's ``summary``
+    count, BuildData.breakdown; with what the selections left out, ``not_run``, when
+    ``store`` is given: db/not_run.py)."""
+    b.summary = data.breakdown()
     if store is not None:
         with_not_run(store, b.name, b.summary)
-    return by_suite, data.summary_by(queries, "file")
+    return data.summary_by(queries, "suite"), data.summary_by(queries, "file")
 
 
 def _render_retired(site, queries, b: BuildInfo, data: BuildData, generated: str, full_builds: int,

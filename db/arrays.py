@@ -16,9 +16,9 @@ breakdowns, the operator matrix and the baseline diff's transitions are numpy
 changed tests, model-zoo rows) are looked at one by one.  The answers are
 shaped by db/shapes.py (``breakdowns_by``, ``leaderboard``, ``diff_maps``), passed in
 as ``queries`` (the site's dashboard/reads.py READS, db/counts.py's DB_READS) so the
-site can time each call.  The leaderboard still has a second road, db/read_ops.py's SQL
-``missing_op_leaderboard`` (the census's plan, rehearse); tests/test_site_data.py and
-tests/test_site_census.py compare the two.
+site can time each call.  A one-off count reads only what it needs into the same
+arrays (db/counts.py): the whole-build breakdown (``summary``) the result columns alone,
+the leaderboard (the census's plan, rehearse) only the build's missing-operator rows.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from torchconform.core.breakdown import breakdown_of_counts
 from torchconform.core.outcome import BACKEND_SKIP_KINDS, MISSING_OP, OUTCOMES, SKIP_BACKEND
 from torchconform.db.shapes import DISTRIBUTED_SUITE, MODELS_SUITE
 from torchconform.db.values import VALUE_COLUMNS
@@ -100,8 +101,9 @@ class TestTable:
         self.values: dict[str, list] = {}
         # tests.id is usually 1..n in the order read: then a column is its values after a hole at 0
         in_order = pks == list(range(1, size))
+        read: dict[str, list] = {}
         for j, col in enumerate(self.columns, start=1):
-            values = list(map(itemgetter(j), rows))
+            values = read[col] = list(map(itemgetter(j), rows))
             if in_order:
                 column = [None, *values]
             else:
@@ -115,7 +117,12 @@ class TestTable:
         self.index: dict[str, np.ndarray] = {}
         for col in ("suite", "file", "op", "variant", "dtype"):
             if col in self.values:
-                self.levels[col], self.index[col] = _number(self.values[col])
+                if in_order:
+                    self.levels[col], self.index[col] = _number(self.values[col])
+                else:   # a few tests among many pks (a build's missing-operator rows): number those only
+                    self.levels[col], at = _number(read[col])
+                    self.index[col] = np.full(size, -1, dtype=np.int64)
+                    self.index[col][pks] = at
         self.models = np.zeros(size, dtype=bool)
         if "suite" in self.index and MODELS_SUITE in self.levels["suite"]:
             self.models = self.index["suite"] == self.levels["suite"].index(MODELS_SUITE)
@@ -234,22 +241,24 @@ class BuildData:
     """One build's latest results (RESULT_COLUMNS rows) with their tests' pks and codes as arrays."""
     name: str
     rows: Rows
-    tests: TestTable
+    tests: TestTable | None    # None: a one-off count that needs no test attribute (db/counts.py)
     pk: np.ndarray      # tests.id per row
     code: np.ndarray    # CODES of (outcome, kind) per row
     templates: dict = field(default_factory=dict)   # FAILURE_COLUMNS reads: run id -> repro_template
 
     @classmethod
     def read(cls, store, queries, name: str, tests: TestTable | None,
-             columns=RESULT_COLUMNS, test_columns=()) -> "tuple[BuildData, TestTable]":
+             columns=RESULT_COLUMNS, test_columns=(), saying: dict | None = None) -> "tuple[BuildData, TestTable]":
         """Read a build; returns it and the test table (read again if the build has tests it lacks).
         ``columns``: RESULT_COLUMNS, or FAILURE_COLUMNS (rows two longer, and the runs'
         repro templates) for failures.py.  ``columns`` starts with test_pk and holds
         outcome and kind.  ``test_columns`` (``tests`` None): a one-off count's read, these
         test attributes joined to the rows in the same query, the test table made of the
-        build's own tests (db/counts.py)."""
+        build's own tests (db/counts.py); none (and ``tests`` None): no test table.
+        ``saying``: only the results whose value has these fields (queries.latest_rows)."""
         own = [c for c in columns if c in OWN_COLUMNS]
-        raw = list(queries.latest_rows(store, name, (*own, *test_columns, "value_id"), plain=True))
+        only = {"saying": saying} if saying else {}
+        raw = list(queries.latest_rows(store, name, (*own, *test_columns, "value_id"), plain=True, **only))
         if test_columns:
             tests = TestTable(map(itemgetter(0, *range(len(own), len(own) + len(test_columns))), raw), test_columns)
         n = len(raw)
@@ -261,7 +270,7 @@ class BuildData:
             values[v] = tuple(fields[i] for i in at)
             code_of[v] = CODES[(fields[outcome_at], fields[kind_at])]
         pk = np.fromiter(map(_PK, raw), dtype=np.int64, count=n)
-        if not tests.knows(pk):
+        if tests is not None and not tests.knows(pk):
             tests = TestTable.read(store, queries, tests.columns)
         code = np.fromiter(map(code_of.__getitem__, vid), dtype=np.int64, count=n)
         templates = queries.repro_templates(store, name) if "run_id" in columns else {}
@@ -297,11 +306,10 @@ class BuildData:
         return dict(zip(ops, np.bincount(codes, minlength=len(ops)).tolist()))
 
     # -- aggregates ----------------------------------------------------------------------
-    def summary_by(self, queries, by: str) -> dict:
-        """The breakdown per suite or per test file, {key: breakdown} (``by``: a column of
-        the test table): (key, outcome, kind, missing_op, n) rows counted here for
-        queries.breakdowns_by, the missing operator only where a breakdown reads it."""
-        levels, index = self.tests.levels[by], self.tests.index[by][self.pk]
+    def counted(self, levels: list, index: np.ndarray) -> list[tuple]:
+        """(key, outcome, kind, missing_op, n) rows: the results counted per key (``index``: each
+        row's key among ``levels``), the missing operator only where a breakdown reads it.
+        The one count behind every breakdown of a stored build (``summary_by``, ``breakdown``)."""
         k = len(CODES.pairs)
         counts = np.bincount(index * k + self.code, minlength=len(levels) * k)
         out = []
@@ -314,7 +322,18 @@ class BuildData:
         for flat in np.flatnonzero(pairs).tolist():
             key, op = divmod(flat, len(ops))
             out.append((levels[key], SKIP_BACKEND, MISSING_OP, ops[op], int(pairs[flat])))
-        return queries.breakdowns_by(self.name, out)
+        return out
+
+    def summary_by(self, queries, by: str) -> dict:
+        """The breakdown per suite or per test file, {key: breakdown} (``by``: a column of
+        the test table): ``counted`` per key, shaped by queries.breakdowns_by."""
+        return queries.breakdowns_by(self.name, self.counted(self.tests.levels[by], self.tests.index[by][self.pk]))
+
+    def breakdown(self) -> dict:
+        """The whole build's breakdown (core.breakdown shape, complete as far as it knows):
+        ``counted`` under one key (the store's ``summary`` and the site's)."""
+        rows = self.counted([None], np.zeros(len(self.code), dtype=np.int64))
+        return breakdown_of_counts(self.name, (row[1:] for row in rows))
 
     def matrix_numbers(self) -> tuple[list, np.ndarray]:
         """The operator matrix's cells present in this build, sorted by (op, variant, dtype),

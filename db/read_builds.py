@@ -12,18 +12,14 @@ import socket
 from sqlalchemy import and_, func, or_, select
 
 from torchconform.config import mask_password
-from torchconform.core.breakdown import breakdown_of_counts
+from torchconform.db import counts
 from torchconform.db import series as series_mod
-from torchconform.db.models import DONE_STATES, builds, result_values, results, runs, tests
+from torchconform.db.models import DONE_STATES, builds, results, runs, tests
 from torchconform.db.not_run import with_not_run
-from torchconform.db.read_rows import latest_results
 from torchconform.db.read_tiers import with_build_tiers
 from torchconform.db.runstate import absent_runs, build_complete, effective_status
 from torchconform.db.shapes import build_dict, completeness, iso
 from torchconform.db.values import US_PER_S
-
-# What results say (outcome, kind, ...) is in result_values, joined by value_id (db/values.py).
-V = result_values.c
 
 
 def _run_states(conn) -> dict[int, list[tuple[str, str, str]]]:
@@ -115,14 +111,9 @@ def latest_build(store, branch: str | None = None, device: str | None = None,
 
 
 def summary(store, build: str) -> dict:
-    """The seed's breakdown of a build (the shape of ``core.breakdown``)."""
-    with store.read() as conn:
-        build_id = store.build_id(build, conn)
-        query = (select(V.outcome, V.kind, V.missing_op, func.count())
-                 .select_from(latest_results(build_id))
-                 .group_by(V.outcome, V.kind, V.missing_op))
-        rows = conn.execute(query).all()
-    b = {**breakdown_of_counts(build, rows), **completeness(build_info(store, build))}
+    """The seed's breakdown of a build (the shape of ``core.breakdown``): counted by the
+    site's arrays (db/counts.py ``breakdown``), with completeness, not_run and tiers."""
+    b = {**counts.breakdown(store, build), **completeness(build_info(store, build))}
     with_not_run(store, build, b)   # "not_run": what the selections left out (db/not_run.py)
     return with_build_tiers(store, build, b)   # "tiers", "near_misses" (db/read_tiers.py)
 

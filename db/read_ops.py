@@ -1,18 +1,20 @@
 """Reading missing operators: the leaderboard of what each operator blocks in a build,
 and in which build each operator was first reported missing.
 
-The census's fuller answer (every operator a traced model's set reaches) is
-census/impact.py's ``leaderboard``, which passes its per-model counts in here.
+The leaderboard is counted by the site's arrays (db/arrays.py ``BuildData.leaderboard``,
+the one implementation), here over only the build's missing-operator results
+(db/counts.py ``missing_rows``).  The census's fuller answer (every operator a traced
+model's set reaches) is census/impact.py's ``leaderboard``, which passes its per-model
+counts in here.
 """
 from __future__ import annotations
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import select
 
-from torchconform.core.outcome import MISSING_OP, SKIP_BACKEND
-from torchconform.db.models import build_values, builds, result_values, results, tests
+from torchconform.db import counts
+from torchconform.db.models import build_values, builds, result_values
 from torchconform.db.read_builds import latest_build
-from torchconform.db.read_rows import latest_results
-from torchconform.db.shapes import iso, leaderboard
+from torchconform.db.shapes import iso
 
 # What results say (outcome, kind, ...) is in result_values, joined by value_id (db/values.py).
 V = result_values.c
@@ -33,17 +35,11 @@ def missing_op_leaderboard(store, build: str | None = None, census: dict | None 
     build = build or latest_build(store)
     if build is None:
         return []
-    with store.read() as conn:
-        build_id = store.build_id(build, conn)
-        query = (select(V.missing_op, tests.c.suite, tests.c.op, func.count())
-                 .select_from(latest_results(build_id).join(tests, tests.c.id == results.c.test_pk))
-                 .where(and_(V.outcome == SKIP_BACKEND, V.kind == MISSING_OP, V.missing_op != ""))
-                 .group_by(V.missing_op, tests.c.suite, tests.c.op))
-        rows = conn.execute(query).all()
-    ops = {r[0] for r in rows} | set(census or ())
+    data = counts.missing_rows(store, build)
+    ops = {op for op in data.missing_counts() if op} | set(census or ())
     with store.read() as conn:
         first = _first_builds(conn, sorted(ops)) if ops else {}
-    return leaderboard(build, rows, first, census)
+    return data.leaderboard(counts.DB_READS, first, census)
 
 
 def first_missing_builds(store) -> dict[str, tuple[str, str]]:

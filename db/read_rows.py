@@ -75,7 +75,8 @@ ROW_CHUNK = 20_000
 DENSE_SPAN = 2
 
 
-def latest_rows(store, build: str, columns=OUTCOME_FIELDS, order: bool = False, plain: bool = False) -> Iterator:
+def latest_rows(store, build: str, columns=OUTCOME_FIELDS, order: bool = False, plain: bool = False,
+                saying: dict | None = None) -> Iterator:
     """The build's latest result per test as plain rows: the lean read path.
 
     Rows are SQLAlchemy ``Row`` tuples in ``columns`` order (also readable by
@@ -83,29 +84,40 @@ def latest_rows(store, build: str, columns=OUTCOME_FIELDS, order: bool = False, 
     No ``Outcome`` validation (the store only holds validated records) and no
     sort unless ``order`` (by test id).  ``plain``: the driver's own tuples instead
     of ``Row`` objects (by position only; cheaper for the site, which reads
-    millions of rows).  An unknown build raises here, before the first row,
-    not when iteration starts.
+    millions of rows).  ``saying``: only the latest results whose value has these
+    fields ({"outcome": "skip_backend", "kind": "missing_op"}: a one-off leaderboard's
+    few rows, filtered in SQL by the build's matching value ids, ``build_values``).
+    An unknown build raises here, before the first row, not when iteration starts.
     """
-    unknown = [c for c in columns if c not in ROW_COLUMNS]
+    unknown = [c for c in columns if c not in ROW_COLUMNS] + [c for c in saying or () if c not in VALUE_COLUMNS]
     if unknown:
         raise ValueError(f"latest_rows: unknown columns {unknown}; choose from {sorted(ROW_COLUMNS)}")
     build_id = store.build_id(build)
-    return latest_rows_by_id(store, build_id, columns, order, plain)
+    return latest_rows_by_id(store, build_id, columns, order, plain, saying)
 
 
-def latest_rows_by_id(store, build_id: int, columns, order: bool, plain_tuples: bool = False) -> Iterator:
+def latest_rows_by_id(store, build_id: int, columns, order: bool, plain_tuples: bool = False,
+                      saying: dict | None = None) -> Iterator:
     """``latest_rows`` of a build known by its id."""
-    for chunk in _latest_chunks(store, build_id, columns, order, plain_tuples):
+    for chunk in _latest_chunks(store, build_id, columns, order, plain_tuples, saying):
         yield from chunk
 
 
-def _latest_chunks(store, build_id: int, columns, order: bool, plain_tuples: bool = False) -> Iterator[list]:
+def _saying(build_id: int, saying: dict):
+    """Subquery: the ids of the build's values whose fields are ``saying`` (few: build_values)."""
+    return (select(build_values.c.value_id)
+            .select_from(build_values.join(result_values, V.id == build_values.c.value_id))
+            .where(build_values.c.build_id == build_id, *(V[c] == v for c, v in saying.items())))
+
+
+def _latest_chunks(store, build_id: int, columns, order: bool, plain_tuples: bool = False,
+                   saying: dict | None = None) -> Iterator[list]:
     """``_latest_rows`` a fetch (ROW_CHUNK rows) at a time: per-row work stays in C."""
     said = [c for c in columns if getattr(ROW_COLUMNS[c], "table", None) is result_values]
     if plain_tuples and said and "repro" not in columns:
         # What results say is read as value ids and joined here, the build's few thousand
         # values read once: about a third faster than joining result_values per row in SQL.
-        yield from _with_values(store, build_id, columns, said, order)
+        yield from _with_values(store, build_id, columns, said, order, saying)
         return
     with store.read() as conn:
         # A build in which no test has a second result (no rerun, no overlapping shards;
@@ -139,13 +151,17 @@ def _latest_chunks(store, build_id: int, columns, order: bool, plain_tuples: boo
             query = query.where(results.c.id.between(*span), results.c.build_id + 0 == build_id)
         elif no_reruns:
             query = query.where(results.c.build_id == build_id)
+        if saying:
+            # after the latest per test is chosen: a rerun saying something else hides the first attempt
+            query = query.where(results.c.value_id.in_(_saying(build_id, saying)))
         if order:
             query = query.order_by(tests.c.test_id)
         # ROW_COLUMNS are integers, text and floats: the drivers' own values, no result processor
         yield from _chunks(conn.execute(query), plain_tuples)
 
 
-def _with_values(store, build_id: int, columns, said: list[str], order: bool) -> Iterator:
+def _with_values(store, build_id: int, columns, said: list[str], order: bool, saying: dict | None = None
+                 ) -> Iterator:
     """``_latest_chunks`` of ``columns`` as plain tuples, the ``said`` ones (result_values
     columns) filled from the values by id."""
     rest = [c for c in columns if c not in said]
@@ -159,7 +175,7 @@ def _with_values(store, build_id: int, columns, said: list[str], order: bool) ->
     if len(columns) == 1:
         single = pick
         pick = lambda row: (single(row),)   # noqa: E731  (itemgetter of one index gives a bare value)
-    for chunk in _latest_chunks(store, build_id, (*rest, "value_id"), order, plain_tuples=True):
+    for chunk in _latest_chunks(store, build_id, (*rest, "value_id"), order, True, saying):
         unknown = {row[-1] for row in chunk} - values.keys()
         if unknown:   # values a writer stored after build_values was read
             with store.read() as conn:

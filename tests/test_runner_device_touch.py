@@ -124,7 +124,6 @@ def test_pass_kinds_and_pass_rate_from_the_store(young):
     from torchconform.ci.gate import pass_rate as gate_pass_rate
     from torchconform.ci.pipeline import load_records
     from torchconform.db.arrays import BuildData, TestTable
-    from torchconform.dashboard.per_build import merge_breakdowns
     from torchconform.dashboard.styles import pass_rate as site_pass_rate
     from torchconform.dashboard.reads import READS
     from torchconform.db.opening import open_store
@@ -132,7 +131,7 @@ def test_pass_kinds_and_pass_rate_from_the_store(young):
     store = open_store(f"sqlite:///{db}", create=False)
     assert gate_pass_rate(load_records(store, BUILD)) == pytest.approx(100 * 3 / 6)
     data, _ = BuildData.read(store, READS, BUILD, TestTable.read(store, READS))
-    site = merge_breakdowns(BUILD, data.summary_by(READS, "suite").values())
+    site = data.breakdown()   # dashboard/per_build.py's build summary
     assert site["pass_kinds"] == stored["pass_kinds"] and site_pass_rate(site) == pass_rate(stored)
 
 

@@ -2,6 +2,7 @@
 models page, on the site fixture with censuses for b2 and b3 (site_data.write_census)."""
 import json
 import sys
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from torchconform.census.take import Census  # noqa: E402
 from torchconform.dashboard import build_site  # noqa: E402
 from torchconform.db.arrays import BuildData, TestTable  # noqa: E402
 from torchconform.dashboard.pages import census as census_page  # noqa: E402
-from torchconform.db import read_ops  # noqa: E402
+from torchconform.db import read_ops, read_rows  # noqa: E402
 from torchconform.dashboard.reads import READS  # noqa: E402
 from torchconform.db.opening import open_store  # noqa: E402
 
@@ -41,7 +42,7 @@ def test_every_operator_with_status_blocking_counts_and_history(built):
     assert set(rows) == {r.op for r in site_data.census_rows(3)}
     assert rows["aten::cumsum"]["status"] == "blocked" and rows["aten::cumsum"]["blocked by"] == "aten::cumsum.out"
     assert rows["aten::linear"]["status"] == "composite" and rows["aten::fused"]["status"] == "autograd"
-    # counts are the store's leaderboard (SQL path), full per-model sets included
+    # counts are the store's one-off leaderboard, full per-model sets included
     with open_store(str(built["db"])) as store:
         board = {e["op"]: e for e in impact.leaderboard(store, "b3")}
     for op, e in board.items():
@@ -75,14 +76,28 @@ def test_leaderboard_and_models_page_use_the_full_blocking_sets(built):
     assert models["bert"]["blocking operators"] == "aten::cumsum.out"
 
 
-def test_array_leaderboard_with_a_census_equals_the_sql_one(built):
+def test_site_leaderboard_with_a_census_equals_the_one_off_one_and_the_raw_rows(built):
     with open_store(str(built["db"])) as store:
         first = read_ops.first_missing_builds(store)
         tests = TestTable.read(store, READS)
         for build in ("b2", "b3"):
+            census = impact.census_models(store, build)
             data = BuildData.read(store, READS, build, tests)[0]
-            assert data.leaderboard(READS, first, impact.census_models(store, build)) == \
-                impact.leaderboard(store, build)
+            # the site's read of the whole build and a one-off call's missing-operator rows only
+            board = data.leaderboard(READS, first, census)
+            assert census and board == impact.leaderboard(store, build)
+            # against a count here: tests from the raw rows, models hit there plus the census's
+            blocked, hit = Counter(), defaultdict(set)
+            for o in read_rows.iter_outcomes(store, build):
+                if (o.outcome, o.kind) == ("skip_backend", "missing_op") and o.missing_op:
+                    if o.suite == "models":
+                        hit[o.missing_op].add(o.op)
+                    else:
+                        blocked[o.missing_op] += 1
+            ops = blocked.keys() | hit.keys() | census.keys()
+            expected = {op: (blocked[op], sorted(hit[op] | set(census.get(op, {}).get("models", ())))) for op in ops}
+            assert {e["op"]: (e["tests"], e["model_names"]) for e in board} == expected
+            assert [e["op"] for e in board] == sorted(ops, key=lambda op: (-expected[op][0], -len(expected[op][1]), op))
 
 
 def test_everything_from_the_store_is_escaped(built):

@@ -16,7 +16,8 @@ from torchconform.dashboard.pages import matrix
 from torchconform.dashboard.styles import BY_KEY
 from torchconform.dashboard.tables import Table, write_downloads
 from torchconform.census import impact
-from torchconform.db import counts, read_ops, read_rows
+from torchconform.core.breakdown import breakdown_of_counts
+from torchconform.db import counts, read_builds, read_ops, read_rows
 from torchconform.dashboard.reads import READS
 from torchconform.db.columns import TEST_COLUMNS
 
@@ -26,7 +27,7 @@ def _read(store, name, tests=None):
     return BuildData.read(store, READS, name, tests)[0]
 
 
-def test_array_aggregates_equal_the_sql_queries(store):
+def test_array_aggregates_equal_the_one_off_counts_and_the_raw_rows(store):
     two_builds(store)   # b2 has a rerun that supersedes, a model-zoo row, a new and a missing test
     first = read_ops.first_missing_builds(store)
     tests = TestTable.read(store, READS)
@@ -36,7 +37,28 @@ def test_array_aggregates_equal_the_sql_queries(store):
         for by in ("suite", "file"):
             # the site's whole test table and a one-off call's build-only read (db/counts.py)
             assert d.summary_by(READS, by) == counts.summary_by(store, build, by)
-        assert d.leaderboard(READS, first) == impact.leaderboard(store, build)
+        # the leaderboard: the site's whole build and a one-off call's missing-operator rows only
+        # (db/counts.py), both against a count here from the raw rows
+        board = d.leaderboard(READS, first)
+        assert board and board == impact.leaderboard(store, build)
+        blocked, zoo = Counter(), defaultdict(set)
+        outcomes = list(read_rows.iter_outcomes(store, build))
+        for o in outcomes:
+            if (o.outcome, o.kind) == ("skip_backend", "missing_op") and o.missing_op:
+                if o.suite == "models":
+                    zoo[o.missing_op].add(o.op)
+                else:
+                    blocked[o.missing_op] += 1
+        expected = sorted(((op, blocked[op], sorted(zoo[op])) for op in blocked.keys() | zoo.keys()),
+                          key=lambda e: (-e[1], -len(e[2]), e[0]))
+        assert [(e["op"], e["tests"], e["model_names"]) for e in board] == expected
+        assert [e["first_build"] for e in board] == [first[e["op"]][0] for e in board]
+        # the whole-build breakdown: the site's and the store's summary, against the raw rows' count
+        whole = breakdown_of_counts(build, ((o.outcome, o.kind, o.missing_op, 1) for o in outcomes))
+        assert d.breakdown() == whole and counts.breakdown(store, build) == whole
+        summary = read_builds.summary(store, build)
+        assert {k: summary[k] for k in whole if k not in ("complete", "unfinished_runs")} == \
+            {k: v for k, v in whole.items() if k not in ("complete", "unfinished_runs")}
         cells, numbers = d.matrix_numbers()
         # the matrix has no SQL road (issue 32): counted here one outcome at a time instead
         counted = defaultdict(Counter)

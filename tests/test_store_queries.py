@@ -200,6 +200,21 @@ def test_missing_op_leaderboard_counts_tests_models_and_first_build(store):
     assert [e["tests"] for e in impact.leaderboard(store, "b1")] == [1]
 
 
+def test_missing_op_leaderboard_counts_only_each_tests_latest_result(store):
+    mop = dict(outcome="skip_backend", kind="missing_op")
+    run = store_build(store, "b", [Outcome("t1", missing_op="aten::cat.out", **mop),
+                                   Outcome("t2", missing_op="aten::cat.out", **mop),
+                                   Outcome("t3", "pass"),
+                                   Outcome("t4", "skip_backend", kind="skiplist", missing_op="aten::skl")])
+    assert [(e["op"], e["tests"]) for e in impact.leaderboard(store, "b")] == [("aten::cat.out", 2)]
+    # reruns: t1 now passes, t3 now misses an operator; only the latest attempt counts
+    store.add_outcomes(run, [Outcome("t1", "pass", attempt=2),
+                             Outcome("t3", missing_op="aten::sort", attempt=2, **mop)])
+    assert [(e["op"], e["tests"]) for e in impact.leaderboard(store, "b")] == [("aten::cat.out", 1), ("aten::sort", 1)]
+    assert read_builds.summary(store, "b")["missing_ops"] == [{"op": "aten::cat.out", "tests": 1},
+                                                              {"op": "aten::sort", "tests": 1}]
+
+
 def test_latest_build_by_branch_and_device(store):
     store_build(store, "m1", [O("a", "pass")], branch="main", device="refdev")
     store_build(store, "f1", [O("a", "pass")], branch="feature", device="refdev")

@@ -19,7 +19,6 @@ from torchconform.collectors.traitfail import (  # noqa: E402
     VIA_RERUN, attributed, candidate_trait, declared_traits, downcast_trait, parse_mismatch, rule_reason,
 )
 from torchconform.collectors.traitrerun import TraitAttribution, rerun_argv  # noqa: E402
-from torchconform.dashboard.per_build import merge_breakdowns  # noqa: E402
 from torchconform.db import counts, read_builds  # noqa: E402
 from torchconform.db.opening import open_store  # noqa: E402
 from torchconform.core.profile import BackendProfile  # noqa: E402
@@ -139,7 +138,7 @@ def test_breakdown_counts_trait_failures_apart_inside_fail():
            f"({KIND} 1)" in text
     plain = format_breakdown(breakdown("p", [Outcome("b", "fail")]))
     assert "explained" not in plain and breakdown("p", [])["fail_kinds"] == {}
-    merged = merge_breakdowns("m", [b, breakdown("b2", [Outcome("e", "fail", dtype="float64", kind=KIND)])])
+    merged = breakdown("m", [*_outcomes(), Outcome("e", "fail", dtype="float64", kind=KIND)])
     assert merged["fail_kinds"] == {KIND: 2}
 
 

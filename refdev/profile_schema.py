@@ -31,8 +31,17 @@ MAX_SLOW_S = 10.0
 OP_NAME = re.compile(r"^aten::[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$")
 
 
+# Dtype names every supported torch has: checked without importing torch (seconds of every
+# CLI start-up that loads a profile); any other name is asked of torch itself.
+_COMMON_DTYPES = frozenset(
+    "bool uint8 int8 int16 int32 int64 float16 bfloat16 float32 float64 complex32 complex64 complex128 "
+    "half float double cfloat cdouble chalf short int long".split())
+
+
 def is_dtype_name(name: str) -> bool:
     """A torch dtype name (complex64, float16...)."""
+    if name in _COMMON_DTYPES:
+        return True
     import torch
 
     return isinstance(getattr(torch, name, None), torch.dtype)

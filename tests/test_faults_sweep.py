@@ -133,6 +133,15 @@ def env_with(env, **extra):
     return {**env, **extra}
 
 
+def held(tmp_path, free: int) -> dict:
+    """The fixture models' hold (tests/fixtures/zoo/faulty.py): the first ``free`` models to
+    start run, the others wait (at most 100 s) while the hold file exists, so the sweep is
+    surely mid-way, with models in flight, whatever the load."""
+    hold = tmp_path / "hold"
+    hold.touch()
+    return child_env(TC_SLOW_SECONDS="0.2", TC_HOLD_FILE=str(hold), TC_HOLD_AFTER=str(free))
+
+
 # -- 1. kill -9 / SIGTERM of the driver ------------------------------------------------------
 def test_kill_9_of_a_pytest_sweep_leaves_no_process_and_resume_completes_the_build(tmp_path):
     n = 120
@@ -208,7 +217,7 @@ def resume_to_the_end(cmd, db, wanted) -> dict:
 def test_sigterm_ends_a_model_sweep_in_order(tmp_path):
     db = str(tmp_path / "r.db")
     cmd, wanted = model_sweep(tmp_path, 12, db, variants="eval,train")
-    env = child_env(TC_SLOW_SECONDS="1.0")
+    env = held(tmp_path, 2)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -260,9 +269,9 @@ def test_a_model_build_resumed_to_the_end_after_kill_9_is_complete(tmp_path):
 # -- 2. one live sweep per build ----------------------------------------------------------
 def test_resume_is_refused_while_another_sweep_writes_the_build_and_takes_a_dead_ones_over(tmp_path, db_url):
     cmd, wanted = model_sweep(tmp_path, 12, db_url)
-    # slow enough that the first sweep is still mid-way when killed, however long the
-    # refused second one takes to start on a loaded host (at 1 s a model it could finish first)
-    first = start(cmd, child_env(TC_SLOW_SECONDS="3.0"), tmp_path)
+    # held mid-way until killed, however long the refused second one takes to start on a loaded
+    # host (at 1 s a model it could finish first)
+    first = start(cmd, held(tmp_path, 2), tmp_path)
     try:
         wait_rows(db_url, "nightly", 2, first)
         before = counts(db_url, "nightly")

@@ -204,7 +204,9 @@ def three_runs(tmp_path_factory):
     slow.write_text(shipped.read_text() + f"\nslow_ops:\n  aten::add: {SLOW_S}\n")
     for build, extra in (("a", []), ("b", []), ("c", ["--refdev-profile", str(slow)])):
         proc = subprocess.run([*TC, "run", "--suite", "perf", "--device", "refdev", "--ops", OPS, "--build", build,
-                               "--db", str(db), *extra], cwd=tmp, env=child_env(TORCHCONFORM_PERF_CALLS="3"),
+                               "--db", str(db), *extra], cwd=tmp,
+                              # the eager timings are this file's; the compiled variant is test_perf_compiled.py's
+                              env=child_env(TORCHCONFORM_PERF_CALLS="3", TORCHCONFORM_PERF_VARIANTS="eager"),
                               capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return str(db)

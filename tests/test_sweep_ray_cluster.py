@@ -88,16 +88,21 @@ def test_the_model_timeout_counts_from_when_the_model_began(tmp_path, monkeypatc
 def test_a_node_killed_mid_sweep_loses_no_model_and_its_models_run_elsewhere(tmp_path, monkeypatch):
     from ray.cluster_utils import Cluster
 
-    # per forward (an eval run calls it 5 times; inherited by the raylets): a sweep of about a
-    # minute, so the killer has time to find a busy worker node after the first rows are stored
-    monkeypatch.setenv("TC_SLOW_SECONDS", "1.0")
+    monkeypatch.setenv("TC_SLOW_SECONDS", "0.2")  # per forward (an eval run calls it 5 times)
     ids = _ids(*(f"slow_{i}" for i in range(30)))
     selection = tmp_path / "models.txt"
     selection.write_text("\n".join(ids) + "\n")
     db = tmp_path / "r.db"
     running = tmp_path / "running"
     running.mkdir()
-    monkeypatch.setenv("TC_RUNNING_DIR", str(running))  # set before the raylets start: they inherit it
+    # set before the raylets start: they inherit them.  The sweep cannot end before the kill,
+    # whatever the load: all models but the first three to start wait while the hold file
+    # exists, and the killer removes it once it has killed a node (the three store their rows).
+    hold = tmp_path / "hold"
+    hold.touch()
+    monkeypatch.setenv("TC_HOLD_FILE", str(hold))
+    monkeypatch.setenv("TC_HOLD_AFTER", "3")
+    monkeypatch.setenv("TC_RUNNING_DIR", str(running))
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
     cluster.wait_for_nodes()
@@ -132,8 +137,10 @@ def test_a_node_killed_mid_sweep_loses_no_model_and_its_models_run_elsewhere(tmp
                     doomed.append(node)
                     cluster.remove_node(node, allow_graceful=False)  # SIGKILL of that node's raylet
                     killed.set()
+                    hold.unlink(missing_ok=True)
                     return
             time.sleep(0.05)
+        hold.unlink(missing_ok=True)   # no kill: let the sweep end (the test then fails on killed)
 
     killer = threading.Thread(target=kill_when_some_are_stored, daemon=True)
     ray.init(address=cluster.address, log_to_driver=False)
@@ -144,6 +151,7 @@ def test_a_node_killed_mid_sweep_loses_no_model_and_its_models_run_elsewhere(tmp
             ray_address=cluster.address, workers=3, variants=("eval",), timeout=120,
             progress_stream=open(os.devnull, "w")))
     finally:
+        hold.unlink(missing_ok=True)
         killer.join(5)
         ray.shutdown()
         cluster.shutdown()

@@ -17,7 +17,7 @@ PYTEST_ARGS ?= -n 2
 
 BIN := $(VENV)/bin
 
-.PHONY: venv demo test services vision-test clean
+.PHONY: venv demo test services vision-venv vision-test clean
 
 # Each install step says what it does and roughly how long it takes (timed on 2 busy cores), then
 # runs quietly: pip's -qq keeps errors and drops warnings, among them setuptools' "Package would be
@@ -80,6 +80,8 @@ $(VISION_VENV)/.installed: $(VBIN)/python pyproject.toml setup.py tests/constrai
 	@echo "make: installing torchconform (editable, dev extra) beside that torch (about 40 s, once)"
 	@$(VBIN)/pip install -qq -c tests/constraints.txt -e ".[dev]" "torch==$$($(VBIN)/python -c 'import torch; print(torch.__version__.split("+")[0])')"
 	@touch $@
+
+vision-venv: $(VISION_VENV)/.installed
 
 vision-test: $(VISION_VENV)/.installed
 	$(VBIN)/python -m pytest $(VISION_TESTS) $(ARGS)

@@ -10,21 +10,15 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from torchconform.census import impact, records
-from torchconform.db import read_builds, read_changes, read_ops, read_rows, shapes
+from torchconform.db import read_builds, read_changes, read_ops
+from torchconform.db.counts import DB_READS
 
+# db/counts.py's DB_READS (what the arrays read and shape with), and what only the site asks
 READS = SimpleNamespace(
-    # the store's reads
+    **vars(DB_READS),
     list_builds=read_builds.list_builds,
-    stored_tests=read_rows.stored_tests,
-    latest_rows=read_rows.latest_rows,
-    values_by_id=read_rows.values_by_id,
-    repro_templates=read_rows.repro_templates,
     flaky_tests=read_changes.flaky_tests,
     first_missing_builds=read_ops.first_missing_builds,
     census_rows=records.load,
     census_impact=impact.census_impact,
-    # the shapers the site's arrays feed (the same answers as the readers')
-    breakdowns_by=shapes.breakdowns_by,
-    leaderboard=shapes.leaderboard,
-    diff_maps=shapes.diff_maps,
 )

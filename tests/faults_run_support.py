@@ -101,3 +101,12 @@ def no_process_left(folder: Path, within: float = 10.0) -> None:
     while processes_in(folder) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not processes_in(folder), processes_in(folder)
+
+
+def wait_for_mark(proc: subprocess.Popen, mark: Path, poll: float = 0.1) -> None:
+    """Until the fixture's test writes ``mark`` (it is then in the state the test acts on);
+    fails if ``proc`` ends first or after 300 s."""
+    deadline = time.monotonic() + 300
+    while not mark.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the ignoring test never started"
+        time.sleep(poll)

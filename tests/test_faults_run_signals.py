@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from faults_run_support import (TC, build_row, child_env, jsonl_ids, no_process_left, one_error, run_args, stored,
-                                tc)
+                                tc, wait_for_mark)
 
 from torchconform.collectors.sink_jsonl import read_jsonl
 from torchconform.core.outcome import INTERRUPTED_MESSAGE as INTERRUPTED
@@ -35,10 +35,7 @@ def test_sigterm_stops_a_run_whose_test_ignores_sigterm_within_the_bound(tmp_pat
                             env=child_env(TC_TERM_MARK=mark), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
-        deadline = time.monotonic() + 300
-        while not mark.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the ignoring test never started"
-            time.sleep(0.1)
+        wait_for_mark(proc, mark)
         time.sleep(0.5)
         signalled = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -84,10 +81,7 @@ def test_sigterm_stops_a_serial_run_whose_test_ignores_sigterm_in_about_2_s(tmp_
                             env=child_env(TC_TERM_MARK=mark, TC_TERM_HOW=how), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 300
-        while not mark.exists():   # written by the test once it ignores SIGTERM
-            assert proc.poll() is None and time.monotonic() < deadline, "the ignoring test never started"
-            time.sleep(0.05)
+        wait_for_mark(proc, mark, poll=0.05)   # written by the test once it ignores SIGTERM
         pytest_pid = int(mark.read_text())
         signalled = time.monotonic()
         proc.send_signal(signal.SIGTERM)
